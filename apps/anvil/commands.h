@@ -1,0 +1,10 @@
+// Subcommand registration: each cmd_*.cc adds one subcommand to the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace anvil::cli {
+
+void AddEnvCommand(CLI::App& app);
+
+}  // namespace anvil::cli

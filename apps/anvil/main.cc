@@ -1,0 +1,36 @@
+// anvil: the command-line entry point. Subcommands live in cmd_*.cc.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "anvil/commands.h"
+#include "anvil/core/cpu_features.h"
+#include "anvil/version.h"
+
+namespace {
+
+void PrintVersion() {
+  fmt::print("anvil {} (commit {})\n", ANVIL_VERSION, ANVIL_GIT_COMMIT);
+  fmt::print("cpu features: {}\n", anvil::GetCpuFeatures().ToString());
+  fmt::print("dispatch: {}\n", anvil::IsaName(anvil::BestIsa()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("anvil: an LLM training system for CPUs (pre-training, parallelism, RL)", "anvil");
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "Print version, git commit and the CPU features detected");
+  anvil::cli::AddEnvCommand(app);
+
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    PrintVersion();
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    fmt::print("{}", app.help());
+    return 1;
+  }
+  return 0;
+}

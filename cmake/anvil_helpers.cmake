@@ -1,0 +1,35 @@
+# Helpers shared by the layer CMakeLists.
+
+# anvil_test(NAME SOURCES... LIBS ...): a GoogleTest binary registered with CTest.
+function(anvil_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT ANVIL_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  if(ARG_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()
+
+# anvil_bench(NAME SOURCES... LIBS ...): a Google Benchmark binary (not a test).
+function(anvil_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  if(NOT ANVIL_BUILD_BENCH)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} benchmark::benchmark)
+endfunction()
+
+# Compile one source for an instruction set it may use only after a run-time
+# check (the rest of the build stays at the baseline ISA).
+set(ANVIL_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mavx2 -mf16c)
+set(ANVIL_AVX2_FLAGS -mavx2 -mfma -mf16c)
+function(anvil_isa_source isa)
+  foreach(src ${ARGN})
+    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${ANVIL_${isa}_FLAGS}")
+  endforeach()
+endfunction()

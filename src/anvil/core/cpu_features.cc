@@ -1,0 +1,125 @@
+// CPUID-based feature detection.
+#include "anvil/core/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "anvil/core/check.h"
+
+namespace anvil {
+namespace {
+
+uint64_t ReadXcr0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (uint64_t{edx} << 32) | eax;
+}
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & bit_OSXSAVE;
+  const bool fma = c & bit_FMA;
+  const bool f16c = c & bit_F16C;
+  const bool avx = c & bit_AVX;
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = ReadXcr0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;             // SSE + AVX state
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;           // + opmask, ZMM_Hi256, Hi16_ZMM
+  if (!ymm_state) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = b & bit_AVX2;
+  f.fma = fma;
+  f.f16c = f16c;
+  if (zmm_state) {
+    f.avx512f = b & bit_AVX512F;
+    f.avx512dq = b & bit_AVX512DQ;
+    f.avx512bw = b & bit_AVX512BW;
+    f.avx512vl = b & bit_AVX512VL;
+    f.avx512_vnni = c & bit_AVX512VNNI;
+    unsigned a1, b1, c1, d1;
+    __cpuid_count(7, 1, a1, b1, c1, d1);
+    f.avx512_bf16 = a1 & bit_AVX512BF16;
+  }
+  return f;
+}
+
+Isa DetectBestIsa() {
+  const CpuFeatures& f = GetCpuFeatures();
+  Isa best = Isa::kScalar;
+  if (f.avx2 && f.fma && f.f16c) best = Isa::kAvx2;
+  if (best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
+    best = Isa::kAvx512;
+  }
+  if (const char* env = std::getenv("ANVIL_ISA")) {
+    Isa wanted;
+    if (std::strcmp(env, "scalar") == 0) {
+      wanted = Isa::kScalar;
+    } else if (std::strcmp(env, "avx2") == 0) {
+      wanted = Isa::kAvx2;
+    } else if (std::strcmp(env, "avx512") == 0) {
+      wanted = Isa::kAvx512;
+    } else {
+      CheckFailed(__FILE__, __LINE__,
+                  std::string("ANVIL_ISA must be scalar, avx2 or avx512, not '") + env + "'");
+    }
+    if (static_cast<int>(wanted) < static_cast<int>(best)) best = wanted;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string CpuFeatures::ToString() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(avx512f, "AVX-512F");
+  add(avx512bw, "AVX-512BW");
+  add(avx512vl, "AVX-512VL");
+  add(avx512dq, "AVX-512DQ");
+  add(avx512_bf16, "AVX512_BF16");
+  add(avx512_vnni, "AVX512_VNNI");
+  add(avx2, "AVX2");
+  add(fma, "FMA");
+  add(f16c, "F16C");
+  return s.empty() ? "none" : s;
+}
+
+const CpuFeatures& GetCpuFeatures() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+Isa BestIsa() {
+  static const Isa best = DetectBestIsa();
+  return best;
+}
+
+bool IsaSupported(Isa isa) {
+  const CpuFeatures& f = GetCpuFeatures();
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::kAvx512: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  }
+  return false;
+}
+
+}  // namespace anvil

@@ -1,0 +1,43 @@
+// Run-time CPU feature detection (CPUID + XGETBV) and the SIMD level the
+// process dispatches to. Decided once, high up; kernels receive the Isa.
+#pragma once
+
+#include <string>
+
+namespace anvil {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
+  bool avx512_bf16 = false;
+  bool avx512_vnni = false;
+
+  // "AVX-512F AVX-512BW ... FMA" for --version and `anvil env`.
+  std::string ToString() const;
+};
+
+// Detected once per process (the OS must have enabled the register state).
+const CpuFeatures& GetCpuFeatures();
+
+// The instruction-set tiers with their own code paths.
+enum class Isa {
+  kScalar,  // portable C++; the reference every SIMD path must agree with
+  kAvx2,    // AVX2 + FMA + F16C
+  kAvx512,  // AVX-512 F/BW/VL/DQ (+ BF16/VNNI where the kernel needs them)
+};
+
+const char* IsaName(Isa isa);
+
+// The best tier this CPU supports, lowered by ANVIL_ISA=scalar|avx2|avx512
+// when set (to exercise the slower paths on a fast machine).
+Isa BestIsa();
+
+// Whether this CPU can run code compiled for `isa`.
+bool IsaSupported(Isa isa);
+
+}  // namespace anvil
