@@ -6,5 +6,8 @@
 namespace anvil::cli {
 
 void AddEnvCommand(CLI::App& app);
+void AddBenchCommand(CLI::App& app);
+void AddBenchGemm(CLI::App& bench);
+void AddBenchAttention(CLI::App& bench);
 
 }  // namespace anvil::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   bool version = false;
   app.add_flag("--version", version, "Print version, git commit and the CPU features detected");
   anvil::cli::AddEnvCommand(app);
+  anvil::cli::AddBenchCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (version) {

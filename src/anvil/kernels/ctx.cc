@@ -1,0 +1,15 @@
+// KernelCtx construction.
+#include "anvil/kernels/ctx.h"
+
+#include "anvil/core/check.h"
+
+namespace anvil::kernels {
+
+KernelCtx::KernelCtx(ThreadPool& pool, Isa isa, size_t scratch_bytes_per_thread)
+    : pool_(&pool), isa_(isa) {
+  CHECK(IsaSupported(isa)) << "ISA " << IsaName(isa) << " is not supported by this CPU";
+  scratch_.reserve(pool.size());
+  for (int t = 0; t < pool.size(); ++t) scratch_.emplace_back(scratch_bytes_per_thread);
+}
+
+}  // namespace anvil::kernels

@@ -1,0 +1,37 @@
+// KernelCtx: what every kernel call needs besides its operands — the thread
+// pool, the SIMD tier (decided once, high up) and per-thread scratch memory
+// allocated once and reused across calls (no allocation inside kernels).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/cpu_features.h"
+#include "anvil/core/thread_pool.h"
+
+namespace anvil::kernels {
+
+class KernelCtx {
+ public:
+  // Scratch is reserved per thread; its pages are touched on first use only.
+  static constexpr size_t kDefaultScratchBytes = size_t{8} << 20;
+
+  explicit KernelCtx(ThreadPool& pool, Isa isa = BestIsa(),
+                     size_t scratch_bytes_per_thread = kDefaultScratchBytes);
+
+  ThreadPool& pool() const { return *pool_; }
+  int threads() const { return pool_->size(); }
+  Isa isa() const { return isa_; }
+
+  // Thread t's scratch (64-byte aligned); only thread t of the pool uses it.
+  std::byte* scratch(int t) const { return scratch_[t].data(); }
+  size_t scratch_bytes() const { return scratch_.empty() ? 0 : scratch_[0].size(); }
+
+ private:
+  ThreadPool* pool_;
+  Isa isa_;
+  std::vector<AlignedBuffer> scratch_;
+};
+
+}  // namespace anvil::kernels
