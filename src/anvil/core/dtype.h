@@ -23,8 +23,8 @@ enum class DType : uint8_t {
 };
 
 inline constexpr std::array<DType, 8> kAllDTypes = {
-    DType::kF32, DType::kBF16, DType::kF16, DType::kE4M3,
-    DType::kE5M2, DType::kE8M0, DType::kI8, DType::kI4,
+    DType::kF32,  DType::kBF16, DType::kF16, DType::kE4M3,
+    DType::kE5M2, DType::kE8M0, DType::kI8,  DType::kI4,
 };
 
 namespace dtype_detail {

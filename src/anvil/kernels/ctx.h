@@ -31,7 +31,9 @@ class KernelCtx {
  private:
   ThreadPool* pool_;
   Isa isa_;
-  std::vector<AlignedBuffer> scratch_;
+  // Scratch contents are not part of the context's logical state: kernels
+  // holding a const KernelCtx& write into their thread's buffer.
+  mutable std::vector<AlignedBuffer> scratch_;
 };
 
 }  // namespace anvil::kernels
