@@ -1,0 +1,60 @@
+// A run's configuration as dotted keys ("model.dim") with typed values, read
+// from a TOML file and `--set key=value` overrides. Components pull the keys
+// they own (each with its default); keys nobody pulled are errors, so a typo
+// never passes silently. The resolved config — every key read, with the value
+// used — prints back as TOML and is saved with the run.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "anvil/core/status.h"
+
+namespace anvil {
+
+class Config {
+ public:
+  using Value = std::variant<int64_t, double, bool, std::string>;
+
+  Config() = default;
+  static Result<Config> FromFile(const std::string& path);
+  // `source` names the text in error messages (a file name, "--set").
+  static Result<Config> FromString(std::string_view toml, const std::string& source);
+
+  // "model.n_layers=4". The value is read as a TOML value (4, 0.1, true,
+  // "text"); anything that is not one is taken as a bare string (bf16).
+  Status Set(std::string_view assignment);
+
+  // Typed reads with a default for absent keys. A present key of the wrong
+  // type is an error naming the source and the key. Ints are accepted where a
+  // double is wanted.
+  Result<int64_t> GetInt(const std::string& key, int64_t fallback);
+  Result<double> GetDouble(const std::string& key, double fallback);
+  Result<bool> GetBool(const std::string& key, bool fallback);
+  Result<std::string> GetString(const std::string& key, const std::string& fallback);
+
+  bool Has(const std::string& key) const { return values_.count(key) != 0; }
+
+  // Error listing every key that was given but never read.
+  Status CheckAllUsed() const;
+
+  // Every key read so far with the value used (given or default), as TOML.
+  std::string ResolvedToml() const;
+
+ private:
+  struct Entry {
+    Value value;
+    std::string source;  // file name or "--set"
+  };
+  template <typename T>
+  Result<T> Get(const std::string& key, T fallback, const char* type_name);
+
+  std::map<std::string, Entry> values_;
+  std::map<std::string, Value> resolved_;
+};
+
+}  // namespace anvil

@@ -1,0 +1,66 @@
+// Config: typed reads, defaults, --set overrides, unknown keys and errors that
+// name the file and the key; the resolved TOML reads back to the same values.
+#include "anvil/core/config.h"
+
+#include <gtest/gtest.h>
+
+namespace anvil {
+namespace {
+
+constexpr const char* kToml = R"(
+seed = 7
+[model]
+dim = 256
+n_layers = 4
+norm_eps = 1e-5
+tied = false
+name = "tiny"
+[optim]
+lr = 3
+)";
+
+TEST(Config, TypedReadsDefaultsAndOverrides) {
+  Result<Config> c = Config::FromString(kToml, "tiny.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->Set("model.n_layers=2").ok());
+  ASSERT_TRUE(c->Set("train.precision=bf16").ok());
+  EXPECT_EQ(*c->GetInt("seed", 0), 7);
+  EXPECT_EQ(*c->GetInt("model.dim", 0), 256);
+  EXPECT_EQ(*c->GetInt("model.n_layers", 0), 2);
+  EXPECT_DOUBLE_EQ(*c->GetDouble("model.norm_eps", 0), 1e-5);
+  EXPECT_DOUBLE_EQ(*c->GetDouble("optim.lr", 0), 3.0);  // int accepted as a number
+  EXPECT_FALSE(*c->GetBool("model.tied", true));
+  EXPECT_EQ(*c->GetString("model.name", ""), "tiny");
+  EXPECT_EQ(*c->GetString("train.precision", "f32"), "bf16");
+  EXPECT_EQ(*c->GetInt("train.steps", 100), 100);  // default
+  EXPECT_TRUE(c->CheckAllUsed().ok());
+
+  Result<Config> back = Config::FromString(c->ResolvedToml(), "resolved");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << c->ResolvedToml();
+  EXPECT_EQ(*back->GetInt("model.n_layers", 0), 2);
+  EXPECT_EQ(*back->GetInt("train.steps", 0), 100);
+  EXPECT_DOUBLE_EQ(*back->GetDouble("model.norm_eps", 0), 1e-5);
+  EXPECT_EQ(*back->GetString("train.precision", ""), "bf16");
+}
+
+TEST(Config, ErrorsNameSourceAndKey) {
+  Result<Config> c = Config::FromString(kToml, "tiny.toml");
+  ASSERT_TRUE(c.ok());
+  const Status wrong = c->GetInt("model.name", 0).status();
+  EXPECT_EQ(wrong.message(), "tiny.toml: key 'model.name' must be an integer, got 'tiny'");
+  ASSERT_TRUE(c->Set("model.dimm=3").ok());
+  (void)c->GetInt("seed", 0);
+  const Status unknown = c->CheckAllUsed();
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("--set: unknown key 'model.dimm'"), std::string::npos);
+  EXPECT_NE(unknown.message().find("tiny.toml: unknown key 'optim.lr'"), std::string::npos);
+
+  const Status syntax = Config::FromString("[model\ndim = 1", "bad.toml").status();
+  EXPECT_EQ(syntax.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(syntax.message().rfind("bad.toml:1:", 0), 0u) << syntax.message();
+  EXPECT_FALSE(c->Set("novalue").ok());
+  EXPECT_EQ(Config::FromFile("/nonexistent/x.toml").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace anvil
