@@ -7,6 +7,7 @@ namespace anvil::cli {
 
 void AddEnvCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+void AddPrepareCommand(CLI::App& app);
 void AddBenchGemm(CLI::App& bench);
 void AddBenchAttention(CLI::App& bench);
 

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print version, git commit and the CPU features detected");
   anvil::cli::AddEnvCommand(app);
   anvil::cli::AddBenchCommand(app);
+  anvil::cli::AddPrepareCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (version) {

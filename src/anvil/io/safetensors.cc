@@ -1,0 +1,155 @@
+// safetensors writing and validated reading.
+#include "anvil/io/safetensors.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "anvil/core/file_util.h"
+
+namespace anvil::io {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+uint64_t NumElements(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+}  // namespace
+
+Result<std::string> SafetensorsDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return std::string("F32");
+    case DType::kBF16: return std::string("BF16");
+    case DType::kF16: return std::string("F16");
+    case DType::kE4M3: return std::string("F8_E4M3");
+    case DType::kE5M2: return std::string("F8_E5M2");
+    case DType::kE8M0: return std::string("F8_E8M0");
+    case DType::kI8: return std::string("I8");
+    case DType::kI4: break;
+  }
+  return InvalidArgument(fmt::format("dtype {} has no safetensors name", DTypeName(dtype)));
+}
+
+Result<DType> ParseSafetensorsDType(const std::string& name) {
+  for (DType dtype : kAllDTypes) {
+    Result<std::string> n = SafetensorsDTypeName(dtype);
+    if (n.ok() && *n == name) return dtype;
+  }
+  return InvalidArgument(fmt::format("unsupported safetensors dtype '{}'", name));
+}
+
+Status WriteSafetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const TensorRef& t : tensors) {
+    if (!names.insert(t.name).second) {
+      return InvalidArgument(fmt::format("{}: tensor name '{}' appears twice", path, t.name));
+    }
+    ASSIGN_OR_RETURN(std::string dtype_name, SafetensorsDTypeName(t.dtype));
+    const uint64_t bytes = DTypeBytes(t.dtype, static_cast<int64_t>(NumElements(t.shape)));
+    header[t.name] = {{"dtype", dtype_name}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.resize((json.size() + 7) / 8 * 8, ' ');  // data starts 8-byte aligned
+  const uint64_t header_size = json.size();
+
+  ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  unsigned char size_le[8];
+  for (int i = 0; i < 8; ++i) size_le[i] = static_cast<unsigned char>(header_size >> (8 * i));
+  RETURN_IF_ERROR(file.Append(size_le, 8));
+  RETURN_IF_ERROR(file.Append(json.data(), json.size()));
+  for (const TensorRef& t : tensors) {
+    RETURN_IF_ERROR(
+        file.Append(t.data, DTypeBytes(t.dtype, static_cast<int64_t>(NumElements(t.shape)))));
+  }
+  return file.Commit();
+}
+
+Result<SafetensorsFile> SafetensorsFile::Read(const std::string& path) {
+  SafetensorsFile f;
+  f.path_ = path;
+  ASSIGN_OR_RETURN(f.bytes_, ReadFile(path));
+  if (f.bytes_.size() < 8) {
+    return DataLoss(fmt::format("{}: not a safetensors file: {} bytes, shorter than the 8-byte "
+                                "header length", path, f.bytes_.size()));
+  }
+  uint64_t header_size = 0;
+  for (int i = 0; i < 8; ++i) {
+    header_size |= uint64_t{static_cast<unsigned char>(f.bytes_[i])} << (8 * i);
+  }
+  if (header_size > f.bytes_.size() - 8) {
+    return DataLoss(fmt::format("{}: header length {} exceeds the file size {} (truncated?)", path,
+                                header_size, f.bytes_.size()));
+  }
+  f.data_offset_ = 8 + header_size;
+  const uint64_t data_size = f.bytes_.size() - f.data_offset_;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(f.bytes_.begin() + 8, f.bytes_.begin() + 8 + header_size);
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(fmt::format("{}: header is not valid JSON: {}", path, e.what()));
+  }
+  if (!header.is_object()) return DataLoss(fmt::format("{}: header is not a JSON object", path));
+  try {
+    for (const auto& [name, value] : header.items()) {
+      if (name == "__metadata__") {
+        for (const auto& [k, v] : value.items()) f.metadata_[k] = v.get<std::string>();
+        continue;
+      }
+      Entry e;
+      Result<DType> dtype = ParseSafetensorsDType(value.at("dtype").get<std::string>());
+      if (!dtype.ok()) return dtype.status().WithContext(path + ": tensor '" + name + "'");
+      e.dtype = *dtype;
+      e.shape = value.at("shape").get<std::vector<int64_t>>();
+      for (int64_t d : e.shape) {
+        if (d < 0) return DataLoss(fmt::format("{}: tensor '{}' has a negative extent", path, name));
+      }
+      const auto offsets = value.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
+        return DataLoss(fmt::format("{}: tensor '{}' has data_offsets outside the {} data bytes "
+                                    "(truncated file?)", path, name, data_size));
+      }
+      e.begin = offsets[0];
+      e.end = offsets[1];
+      const uint64_t expected = DTypeBytes(e.dtype, static_cast<int64_t>(NumElements(e.shape)));
+      if (e.end - e.begin != expected) {
+        return DataLoss(fmt::format("{}: tensor '{}' {}{} needs {} bytes but spans {}", path, name,
+                                    DTypeName(e.dtype), ShapeString(e.shape), expected,
+                                    e.end - e.begin));
+      }
+      f.entries_[name] = std::move(e);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(fmt::format("{}: malformed header entry: {}", path, e.what()));
+  }
+  return f;
+}
+
+Result<const void*> SafetensorsFile::Get(const std::string& name, DType dtype,
+                                         const std::vector<int64_t>& shape) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound(fmt::format("{}: no tensor named '{}'", path_, name));
+  const Entry& e = it->second;
+  if (e.dtype != dtype || e.shape != shape) {
+    return InvalidArgument(fmt::format("{}: tensor '{}' is {}{}, expected {}{}", path_, name,
+                                       DTypeName(e.dtype), ShapeString(e.shape), DTypeName(dtype),
+                                       ShapeString(shape)));
+  }
+  return static_cast<const void*>(bytes_.data() + data_offset_ + e.begin);
+}
+
+}  // namespace anvil::io
