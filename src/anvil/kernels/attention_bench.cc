@@ -1,0 +1,104 @@
+// Micro-benchmarks of the attention kernels on the dispatched tier: training
+// forward and backward (FLOPs by FA2's convention, see bench/attention_bench.cc)
+// and decode, one new row against a KV cache (bytes of K/V read per second).
+// Shapes: 12 heads of 64, causal, f32 or bf16 inputs; threads: ANVIL_THREADS.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/bf16.h"
+#include "anvil/core/rng.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/kernels/attention.h"
+
+namespace anvil::kernels {
+namespace {
+
+constexpr int kHeads = 12;
+constexpr int kHeadDim = 64;
+
+ThreadPool& Pool() {
+  static ThreadPool pool;
+  return pool;
+}
+
+// Random f32 (or bf16) values, touched once.
+struct Buffer {
+  Buffer(int64_t n, bool bf16) : buf(n * (bf16 ? 2 : 4)), bf16(bf16) {
+    std::vector<float> f(n);
+    RngStream(3, RngPurpose::kTest).FillNormal(f, 0.0f, 1.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      if (bf16) {
+        reinterpret_cast<BF16*>(buf.data())[i] = ToBF16(f[i]);
+      } else {
+        reinterpret_cast<float*>(buf.data())[i] = f[i];
+      }
+    }
+  }
+  AttentionIn In() const { return {buf.data(), bf16 ? DType::kBF16 : DType::kF32, 0}; }
+  float* F32() { return reinterpret_cast<float*>(buf.data()); }
+  AlignedBuffer buf;
+  bool bf16;
+};
+
+const AttentionDims kDims{kHeads, kHeads, kHeadDim, AttentionMask::kCausal, 0.0f};
+
+// range(0): T, range(1): bf16 inputs.
+void BM_AttentionForward(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const KernelCtx ctx(Pool(), BestIsa(), AttentionScratchBytes(kDims));
+  const int64_t n = t * kHeads * kHeadDim;
+  Buffer q(n, bf16), k(n, bf16), v(n, bf16), out(n, false), lse(t * kHeads, false);
+  const std::vector<int32_t> cu = {0, static_cast<int32_t>(t)};
+  for (auto _ : state) {
+    AttentionForward(ctx, kDims, cu, q.In(), k.In(), v.In(), {out.F32(), DType::kF32, 0},
+                     lse.F32());
+  }
+  const double flops = 2.0 * t * t * kHeadDim * kHeads;  // causal: half of 4 T^2 HD NH
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionForward)->ArgsProduct({{256, 1024, 4096}, {0, 1}})->UseRealTime();
+
+void BM_AttentionBackward(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  const KernelCtx ctx(Pool(), BestIsa(), AttentionScratchBytes(kDims));
+  const int64_t n = t * kHeads * kHeadDim;
+  Buffer q(n, false), k(n, false), v(n, false), out(n, false), dout(n, false), dq(n, false),
+      dk(n, false), dv(n, false), lse(t * kHeads, false);
+  const std::vector<int32_t> cu = {0, static_cast<int32_t>(t)};
+  AttentionForward(ctx, kDims, cu, q.In(), k.In(), v.In(), {out.F32(), DType::kF32, 0}, lse.F32());
+  for (auto _ : state) {
+    AttentionBackward(ctx, kDims, cu, q.In(), k.In(), v.In(), out.In(), dout.In(), lse.F32(),
+                      {dq.F32(), 0}, {dk.F32(), 0}, {dv.F32(), 0});
+  }
+  const double flops = 2.5 * 2.0 * t * t * kHeadDim * kHeads;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionBackward)->Arg(1024)->Arg(4096)->UseRealTime();
+
+// One new row at position cache-1 (range(0) = cache length), range(1): bf16.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int64_t len = state.range(0);
+  const bool bf16 = state.range(1) != 0;
+  const KernelCtx ctx(Pool(), BestIsa(), AttentionScratchBytes(kDims));
+  const int64_t n = len * kHeads * kHeadDim;
+  Buffer q(kHeads * kHeadDim, bf16), k(n, bf16), v(n, bf16), out(kHeads * kHeadDim, false),
+      lse(kHeads, false);
+  for (auto _ : state) {
+    AttentionDecode(ctx, kDims, len - 1, 1, q.In(), k.In(), v.In(), {out.F32(), DType::kF32, 0},
+                    lse.F32());
+  }
+  state.counters["KV GB/s"] = benchmark::Counter(2.0 * n * (bf16 ? 2 : 4) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1024, 16384}, {0, 1}})->UseRealTime();
+
+}  // namespace
+}  // namespace anvil::kernels
+
+BENCHMARK_MAIN();

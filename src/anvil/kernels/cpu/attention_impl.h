@@ -1,0 +1,304 @@
+// FlashAttention-2 tiles, written once over simd.h's vector types V and
+// instantiated per tier (F32x1 in attention.cc, F32x8 in attention_avx2.cc,
+// F32x16 in attention_avx512.cc). Query rows are vector lanes and every lane's
+// arithmetic is a fixed chain of f32 operations on that row's data alone, so a
+// row gives the same bits in any tile, batch or thread split (attention.h).
+// Include only from an attention TU compiled with -ffp-contract=off.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "anvil/kernels/cpu/attention_internal.h"
+#include "anvil/kernels/cpu/attention_kernels.h"
+#include "anvil/kernels/cpu/simd.h"
+
+namespace anvil::kernels::ANVIL_SIMD_NS::attention {
+
+using attention_internal::BwdScratch;
+using attention_internal::BwdUnit;
+using attention_internal::FwdScratch;
+using attention_internal::FwdTile;
+using attention_internal::kBc;
+using attention_internal::kBr;
+
+// Lanes past the tile's rows: a position no key reaches, so never masked.
+inline constexpr float kNoPos = 16777216.0f;  // 2^24
+inline constexpr double kLn2 = 0.69314718055994530942;
+inline constexpr double kLog2e = 1.44269504088896340736;
+
+// A [rows, hd] f32 view of rows [start, start + n) of `src`: the rows
+// themselves when they are f32, else widened into `buf` ([n][hd]).
+template <class V>
+const float* F32Rows(const attention_internal::Rows& src, bool bf16, int64_t start, int n, int hd,
+                     float* buf, int64_t* ld) {
+  if (!bf16) {
+    *ld = src.stride;
+    return static_cast<const float*>(src.data) + start * src.stride;
+  }
+  const BF16* base = static_cast<const BF16*>(src.data);
+  for (int r = 0; r < n; ++r) {
+    const BF16* row = base + (start + r) * src.stride;
+    for (int d = 0; d < hd; d += V::kLanes) V::Load(row + d).Store(buf + r * hd + d);
+  }
+  *ld = hd;
+  return buf;
+}
+
+// Asks for rows [start, start + n) of `src` to be brought into L2 while the
+// current block computes: K/V rows of long sequences come from DRAM at a
+// stride of (heads x HD) elements, which the hardware prefetchers miss.
+inline void PrefetchRows(const attention_internal::Rows& src, bool bf16, int64_t start, int n,
+                         int hd) {
+  const int64_t esize = bf16 ? 2 : 4;
+  const char* base = static_cast<const char*>(src.data);
+  for (int r = 0; r < n; ++r) {
+    const char* row = base + (start + r) * src.stride * esize;
+    for (int64_t b = 0; b < hd * esize; b += 64) __builtin_prefetch(row + b, 0, 2);
+  }
+}
+
+template <class V>
+inline V LoadRow(const void* row, bool bf16, int d) {
+  return bf16 ? V::Load(static_cast<const BF16*>(row) + d)
+              : V::Load(static_cast<const float*>(row) + d);
+}
+
+// dst[d * kBr + r] = rows[r][d] * scale for the W lanes r0.. (0 past `live`),
+// d < hd: whole-vector row loads into tmp ([W][hd], kept: the scaled rows),
+// then W x W register transposes.
+template <class V>
+void PackTransposed(const void* const* rows, bool bf16, int r0, int live, int hd, float scale,
+                    float* tmp, float* dst) {
+  constexpr int W = V::kLanes;
+  const V vs = V::Set(scale);
+  for (int i = 0; i < W; ++i) {
+    for (int d = 0; d < hd; d += W) {
+      const V x = r0 + i < live ? LoadRow<V>(rows[r0 + i], bf16, d) * vs : V::Zero();
+      x.Store(tmp + i * hd + d);
+    }
+  }
+  for (int d = 0; d < hd; d += W) TransposeBlock(V{}, tmp + d, hd, dst + d * kBr + r0, kBr);
+}
+
+// rows[r][d] = src[d * kBr + r] (/ l[r] when l is given) for lanes r0.. below
+// `live`: W x W transposes into tmp ([W][hd]), then whole-vector row stores.
+template <class V>
+void UnpackTransposed(const float* src, int r0, int live, int hd, const float* l, void* const* rows,
+                      bool bf16, float* tmp) {
+  constexpr int W = V::kLanes;
+  for (int d = 0; d < hd; d += W) TransposeBlock(V{}, src + d * kBr + r0, kBr, tmp + d, hd);
+  for (int i = 0; i < W && r0 + i < live; ++i) {
+    for (int d = 0; d < hd; d += W) {
+      V x = V::Load(tmp + i * hd + d);
+      if (l != nullptr) x = x / V::Set(l[r0 + i]);
+      if (bf16) {
+        x.Store(static_cast<BF16*>(rows[r0 + i]) + d);
+      } else {
+        x.Store(static_cast<float*>(rows[r0 + i]) + d);
+      }
+    }
+  }
+}
+
+// ---- forward ------------------------------------------------------------------
+
+// One tile of query rows against the sequence's K/V, blocks of kBc in order:
+//   S^T = K_j Q'^T            (Q' = q * scale * log2 e: scores in base 2)
+//   per lane: m' = max(m, max_c S), alpha = 2^(m - m'), P = 2^(S - m'),
+//             l = l * alpha + sum_c P (in c order), O^T = O^T * alpha + V_j^T P^T
+//   out = O / l, lse = (m + log2 l) * ln 2.
+// Causal masking gives masked scores -inf (P = +0) and skips their P.V
+// products outright (lane-masked FMA), so a block that is partly or wholly
+// masked for a lane leaves that lane exactly as if the masked keys were absent.
+template <class V>
+void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
+  constexpr int W = V::kLanes;
+  const int hd = t.head_dim;
+  const int lw = (t.lanes + W - 1) / W * W;  // lanes computed (padding lanes are 0)
+  float* m = sc.state;
+  float* l = m + kBr;
+  float* alpha = l + kBr;
+  float* lpos = alpha + kBr;
+
+  float min_pos = kNoPos;
+  float max_pos = 0;
+  for (int r = 0; r < lw; ++r) {
+    const bool live = r < t.lanes;
+    lpos[r] = live ? t.pos[r] : kNoPos;
+    if (live) {
+      min_pos = t.pos[r] < min_pos ? t.pos[r] : min_pos;
+      max_pos = t.pos[r] > max_pos ? t.pos[r] : max_pos;
+    }
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
+  for (int r0 = 0; r0 < lw; r0 += W) {
+    PackTransposed<V>(t.q, t.in_bf16, r0, t.lanes, hd, t.qscale, sc.kf, sc.qt);
+  }
+  for (int d = 0; d < hd; ++d) {
+    for (int r = 0; r < lw; r += W) V::Zero().Store(sc.ot + d * kBr + r);
+  }
+
+  const int64_t last = t.causal ? static_cast<int64_t>(max_pos) : t.kv_len - 1;
+  for (int64_t start = 0; start <= last; start += kBc) {
+    const int nc = static_cast<int>(t.kv_len - start < kBc ? t.kv_len - start : kBc);
+    if (start + kBc <= last) {
+      const int next =
+          static_cast<int>(t.kv_len - start - kBc < kBc ? t.kv_len - start - kBc : kBc);
+      PrefetchRows(t.k, t.in_bf16, start + kBc, next, hd);
+      PrefetchRows(t.v, t.in_bf16, start + kBc, next, hd);
+    }
+    int64_t ks = 0;
+    int64_t vs = 0;
+    const float* kb = F32Rows<V>(t.k, t.in_bf16, start, nc, hd, sc.kf, &ks);
+    const float* vb = F32Rows<V>(t.v, t.in_bf16, start, nc, hd, sc.vf, &vs);
+    // S'^T = K_j Q'^T, online softmax, O^T = O^T * alpha + V_j^T P^T.
+    BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, kBr, sc.s, kBr));
+    const bool diag = t.causal && static_cast<float>(start + nc - 1) > min_pos;
+    OnlineSoftmax<V>(sc.s, nc, lw, diag, static_cast<float>(start), lpos, m, l, alpha);
+    TileOperands pv = ByCols(vb, vs, nc, sc.s, kBr, sc.ot, kBr);
+    pv.cs = alpha;
+    if (diag) {
+      pv.lpos = lpos;
+      pv.kpos0 = static_cast<float>(start);
+      BcastGemm<V, Init::kScaled, true>(hd, lw, pv);
+    } else {
+      BcastGemm<V, Init::kScaled, false>(hd, lw, pv);
+    }
+  }
+
+  // out = O / l (one division per element), lse = (m + log2 l) ln 2.
+  for (int r0 = 0; r0 < t.lanes; r0 += W) {
+    UnpackTransposed<V>(sc.ot, r0, t.lanes, hd, l, t.out, t.out_bf16, sc.kf);
+  }
+  for (int r = 0; r < t.lanes; ++r) {
+    if (t.lse[r] != nullptr) {
+      *t.lse[r] = static_cast<float>(static_cast<double>(m[r]) * kLn2 +
+                                     std::log(static_cast<double>(l[r])));
+    }
+  }
+}
+
+// ---- backward -------------------------------------------------------------------
+
+// One (sequence, kv head): for each query head g of the group and query tile
+// i (in order), for each visible KV block j (in order), with P recomputed as
+// 2^(S' - lse2) and D = rowsum(dO * O):
+//   dP^T = V_j dO^T,  dS^T = P^T * (dP^T - D) * scale,
+//   dV_j += P^T dO,  dK_j += dS^T Q,  dQ^T += K_j^T dS^T.
+// dK/dV accumulate in the f32 outputs (zeroed first) in that fixed order.
+template <class V>
+void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
+  constexpr int W = V::kLanes;
+  const int hd = u.head_dim;
+  float* lse2 = sc.state;
+  float* dsum = lse2 + kBr;
+  float* lpos = dsum + kBr;
+  for (int64_t r = 0; r < u.len; ++r) {
+    for (int d = 0; d < hd; ++d) {
+      u.dk[r * u.dk_stride + d] = 0.0f;
+      u.dv[r * u.dv_stride + d] = 0.0f;
+    }
+  }
+  for (int g = 0; g < u.group; ++g) {
+    const int64_t col = static_cast<int64_t>(g) * hd;
+    for (int64_t i0 = 0; i0 < u.len; i0 += kBr) {
+      const int lanes = static_cast<int>(u.len - i0 < kBr ? u.len - i0 : kBr);
+      const int lw = (lanes + W - 1) / W * W;
+      const void* qrow[kBr];
+      const void* dorow[kBr];
+      for (int r = 0; r < lanes; ++r) {
+        const int64_t row = i0 + r;
+        qrow[r] =
+            static_cast<const char*>(u.q.data) + (row * u.q.stride + col) * (u.in_bf16 ? 2 : 4);
+        dorow[r] = static_cast<const char*>(u.dout.data) +
+                   (row * u.dout.stride + col) * (u.do_bf16 ? 2 : 4);
+      }
+      for (int r0 = 0; r0 < lw; r0 += W) {
+        PackTransposed<V>(qrow, u.in_bf16, r0, lanes, hd, u.qscale, sc.kf, sc.qt);
+        PackTransposed<V>(dorow, u.do_bf16, r0, lanes, hd, 1.0f, sc.vf, sc.dot);
+        // sc.vf now holds these lanes' dO rows in f32.
+        for (int i = 0; i < W; ++i) {
+          const int r = r0 + i;
+          V acc = V::Zero();
+          if (r < lanes) {
+            const void* orow = static_cast<const char*>(u.o.data) +
+                               ((i0 + r) * u.o.stride + col) * (u.o_bf16 ? 2 : 4);
+            for (int d = 0; d < hd; d += W) {
+              const V dov = V::Load(sc.vf + i * hd + d);
+              acc = MulAdd(dov, LoadRow<V>(orow, u.o_bf16, d), acc);
+              if (u.do_bf16) dov.Store(sc.dor + r * hd + d);
+              if (u.in_bf16) LoadRow<V>(qrow[r], true, d).Store(sc.qr + r * hd + d);
+            }
+            lse2[r] = static_cast<float>(
+                static_cast<double>(u.lse[g * u.lse_head_stride + i0 + r]) * kLog2e);
+            lpos[r] = static_cast<float>(i0 + r);
+          } else {
+            lse2[r] = INFINITY;
+            lpos[r] = kNoPos;
+          }
+          dsum[r] = ReduceSum(acc);
+        }
+      }
+      for (int d = 0; d < hd; ++d) {
+        for (int r = 0; r < lw; r += W) V::Zero().Store(sc.dqt + d * kBr + r);
+      }
+      int64_t qs = hd;
+      int64_t dos = hd;
+      const float* qrows = sc.qr;
+      const float* dorows = sc.dor;
+      if (!u.in_bf16) {
+        qs = u.q.stride;
+        qrows = static_cast<const float*>(u.q.data) + i0 * qs + col;
+      }
+      if (!u.do_bf16) {
+        dos = u.dout.stride;
+        dorows = static_cast<const float*>(u.dout.data) + i0 * dos + col;
+      }
+
+      const int64_t last = u.causal ? i0 + lanes - 1 : u.len - 1;
+      for (int64_t start = 0; start <= last; start += kBc) {
+        const int nc = static_cast<int>(u.len - start < kBc ? u.len - start : kBc);
+        if (start + kBc <= last) {
+          const int next = static_cast<int>(u.len - start - kBc < kBc ? u.len - start - kBc : kBc);
+          PrefetchRows(u.k, u.in_bf16, start + kBc, next, hd);
+          PrefetchRows(u.v, u.in_bf16, start + kBc, next, hd);
+        }
+        int64_t ks = 0;
+        int64_t vs = 0;
+        const float* kb = F32Rows<V>(u.k, u.in_bf16, start, nc, hd, sc.kf, &ks);
+        const float* vb = F32Rows<V>(u.v, u.in_bf16, start, nc, hd, sc.vf, &vs);
+        // S'^T = K_j Q'^T, dP^T = V_j dO^T; P and dS in place; dV_j += P^T dO,
+        // dK_j += dS^T Q, dQ^T += K_j^T dS^T.
+        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, kBr, sc.s, kBr));
+        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(vb, vs, hd, sc.dot, kBr, sc.dp, kBr));
+        const bool diag = u.causal && start + nc - 1 > i0;
+        SoftmaxGrad<V>(sc.s, sc.dp, nc, lw, diag, static_cast<float>(start), lpos, lse2, dsum,
+                       u.scale);
+        float* dv = u.dv + start * u.dv_stride;
+        float* dk = u.dk + start * u.dk_stride;
+        BcastGemm<V, Init::kLoad, false>(nc, hd,
+                                         ByRows(sc.s, kBr, lanes, dorows, dos, dv, u.dv_stride));
+        BcastGemm<V, Init::kLoad, false>(nc, hd,
+                                         ByRows(sc.dp, kBr, lanes, qrows, qs, dk, u.dk_stride));
+        BcastGemm<V, Init::kLoad, false>(hd, lw, ByCols(kb, ks, nc, sc.dp, kBr, sc.dqt, kBr));
+      }
+      void* dqrow[kBr];
+      for (int r = 0; r < lanes; ++r) dqrow[r] = u.dq + (i0 + r) * u.dq_stride + col;
+      for (int r0 = 0; r0 < lanes; r0 += W) {
+        UnpackTransposed<V>(sc.dqt, r0, lanes, hd, nullptr, dqrow, false, sc.kf);
+      }
+    }
+  }
+}
+
+template <class V>
+void Exp2Array(const float* x, float* y, int64_t n) {
+  constexpr int W = V::kLanes;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) Exp2(V::Load(x + i)).Store(y + i);
+  if (i < n) Exp2(V::LoadN(x + i, static_cast<int>(n - i))).StoreN(y + i, static_cast<int>(n - i));
+}
+
+}  // namespace anvil::kernels::ANVIL_SIMD_NS::attention

@@ -1,0 +1,104 @@
+// Attention internals shared by the dispatcher (attention.cc) and the per-ISA
+// units: the unit of forward work (a tile of query rows against one sequence's
+// K/V), the unit of backward work (one sequence x kv head), carved scratch and
+// each tier's entry points. Plain data only, so ISA units can include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "anvil/kernels/attention.h"
+
+namespace anvil::kernels::attention_internal {
+
+// Bc: the KV block (it fixes the summation order, see attention.h).
+inline constexpr int kBc = kAttentionKvBlock;
+// Br: query rows per tile; rows are vector lanes (S is held transposed,
+// [kv position][query row]), so the online-softmax state is per lane and no
+// horizontal reductions are needed. 64 rows = 4 AVX-512 vectors.
+inline constexpr int kBr = 64;
+
+// Rows of a [rows, HD] slice: row r at data + r * stride (elements).
+struct Rows {
+  const void* data;
+  int64_t stride;
+};
+
+// Up to kBr query rows ("lanes") that share one sequence's K/V (one kv head):
+// consecutive rows of one head in training, (GQA head, new row) pairs in decode.
+struct FwdTile {
+  int lanes;
+  int head_dim;
+  bool causal;
+  bool in_bf16;   // q, k, v are BF16 (else float)
+  bool out_bf16;  // out is BF16 (else float)
+  float qscale;   // softmax scale * log2(e): the kernel works in base 2
+  Rows k, v;      // the sequence's keys/values, rows [0, kv_len)
+  int64_t kv_len;
+  const void* q[kBr];  // each lane's query vector (HD elements)
+  void* out[kBr];      // each lane's output vector
+  float* lse[kBr];     // each lane's lse, nullptr: not stored
+  float pos[kBr];      // each lane's position in the sequence (exact: < 2^24)
+};
+
+// Forward scratch, carved by the dispatcher: float arrays.
+struct FwdScratch {
+  float* qt;     // [HD][kBr]  scaled queries, transposed
+  float* ot;     // [HD][kBr]  output accumulator, transposed
+  float* s;      // [kBc][kBr] scores, then probabilities
+  float* kf;     // [kBc][HD]  bf16 keys widened
+  float* vf;     // [kBc][HD]  bf16 values widened
+  float* state;  // [5][kBr]   m, l, alpha, lane position, scratch
+};
+
+// One (sequence, kv head): its G = NH / NKV query heads, all query blocks.
+struct BwdUnit {
+  int head_dim;
+  int group;  // G
+  bool causal;
+  bool in_bf16;  // q, k, v
+  bool o_bf16;   // out
+  bool do_bf16;  // dout
+  float scale;
+  float qscale;      // scale * log2(e)
+  int64_t len;       // sequence length
+  Rows q, o, dout;   // at the sequence's first row and the group's first q head; head g at +g*HD
+  Rows k, v;         // at the sequence's first row and the kv head
+  const float* lse;  // lse of the group's first head at the sequence's first row
+  int64_t lse_head_stride;
+  float* dq;  // at (first row, first q head); head g at +g*HD
+  int64_t dq_stride;
+  float* dk;
+  int64_t dk_stride;
+  float* dv;
+  int64_t dv_stride;
+};
+
+struct BwdScratch {
+  float* qt;     // [HD][kBr]  scaled queries, transposed
+  float* dot;    // [HD][kBr]  dout, transposed
+  float* dqt;    // [HD][kBr]  dQ accumulator, transposed
+  float* qr;     // [kBr][HD]  bf16 query rows widened
+  float* dor;    // [kBr][HD]  bf16 dout rows widened
+  float* s;      // [kBc][kBr] scores, then P
+  float* dp;     // [kBc][kBr] dP, then dS
+  float* kf;     // [kBc][HD]
+  float* vf;     // [kBc][HD]
+  float* state;  // [4][kBr]   lse (base 2), D, lane position, scratch
+};
+
+// Per tier (scalar in attention.cc, the others in attention_avx2.cc and
+// attention_avx512.cc). Call only after the run-time ISA check.
+void FwdTileScalar(const FwdTile& tile, const FwdScratch& scratch);
+void FwdTileAvx2(const FwdTile& tile, const FwdScratch& scratch);
+void FwdTileAvx512(const FwdTile& tile, const FwdScratch& scratch);
+void BwdUnitScalar(const BwdUnit& unit, const BwdScratch& scratch);
+void BwdUnitAvx2(const BwdUnit& unit, const BwdScratch& scratch);
+void BwdUnitAvx512(const BwdUnit& unit, const BwdScratch& scratch);
+
+// The tiers' exp2 (test hook): y[i] = 2^x[i] as the kernels compute it.
+void Exp2Scalar(const float* x, float* y, int64_t n);
+void Exp2Avx2(const float* x, float* y, int64_t n);
+void Exp2Avx512(const float* x, float* y, int64_t n);
+
+}  // namespace anvil::kernels::attention_internal

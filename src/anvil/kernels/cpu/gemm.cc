@@ -1,0 +1,150 @@
+// GEMM entry points: argument checks, tier choice, and the static partition
+// of C over threads (whole register tiles along M or N; never along K, so the
+// partition cannot change any element's summation order).
+#include "anvil/kernels/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "anvil/core/check.h"
+#include "anvil/kernels/cpu/gemm_internal.h"
+
+namespace anvil::kernels {
+namespace {
+
+using gemm_internal::Blocking;
+using gemm_internal::Problem;
+using gemm_internal::Region;
+
+// Below this many multiply-adds one thread does the whole call: waking a
+// parked worker costs more than it saves.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 18;
+
+// The tier that runs a call. AVX-512 bf16 inputs need vdpbf16ps; without
+// AVX512_BF16 they take the AVX2 tier (bf16 widened to f32).
+Isa TierFor(Isa isa, bool bf16_in) {
+  if (isa == Isa::kAvx512 && bf16_in && !GetCpuFeatures().avx512_bf16) return Isa::kAvx2;
+  return isa;
+}
+
+const Blocking& BlockingFor(Isa tier, bool bf16_in) {
+  switch (tier) {
+    case Isa::kAvx512: return bf16_in ? gemm_internal::kAvx512Bf16 : gemm_internal::kAvx512F32;
+    case Isa::kAvx2: return gemm_internal::kAvx2;
+    case Isa::kScalar: break;
+  }
+  return gemm_internal::kScalar;
+}
+
+void CheckArgs(const GemmArgs& g, const void* a, const void* b, const void* c) {
+  CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0)
+      << "Gemm: m, n, k must be >= 0, got " << g.m << ", " << g.n << ", " << g.k;
+  const int64_t min_lda = g.trans_a == Trans::kN ? g.k : g.m;
+  const int64_t min_ldb = g.trans_b == Trans::kN ? g.n : g.k;
+  CHECK(g.lda == 0 || g.lda >= min_lda) << "Gemm: lda " << g.lda << " < " << min_lda;
+  CHECK(g.ldb == 0 || g.ldb >= min_ldb) << "Gemm: ldb " << g.ldb << " < " << min_ldb;
+  CHECK(g.ldc == 0 || g.ldc >= g.n) << "Gemm: ldc " << g.ldc << " < n = " << g.n;
+  if (g.m > 0 && g.n > 0) {
+    CHECK(c != nullptr) << "Gemm: c is null";
+    if (g.k > 0) CHECK(a != nullptr && b != nullptr) << "Gemm: a or b is null";
+  }
+}
+
+Problem Normalize(const GemmArgs& g, bool bf16_in, bool bf16_out, const void* a, const void* b,
+                  void* c) {
+  Problem p{};
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.trans_a = g.trans_a == Trans::kT;
+  p.trans_b = g.trans_b == Trans::kT;
+  p.lda = g.lda != 0 ? g.lda : (p.trans_a ? g.m : g.k);
+  p.ldb = g.ldb != 0 ? g.ldb : (p.trans_b ? g.k : g.n);
+  p.ldc = g.ldc != 0 ? g.ldc : g.n;
+  p.accumulate = g.accumulate;
+  p.bf16_in = bf16_in;
+  p.bf16_out = bf16_out;
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  return p;
+}
+
+// Thread t's share of C: whole mr-row or nr-column units of the dimension
+// whose split duplicates less packing (splitting M makes every thread pack all
+// of B: K*N extra each; splitting N: K*M), unless that leaves threads idle.
+Region Share(const Problem& p, const Blocking& bl, bool decode, int threads, int t) {
+  const int64_t units_m = (p.m + bl.mr - 1) / bl.mr;
+  const int64_t units_n = (p.n + bl.nr - 1) / bl.nr;
+  bool split_n = decode || p.m < p.n;
+  if (!decode && split_n && units_n < threads && units_m > units_n) split_n = false;
+  if (!decode && !split_n && units_m < threads && units_n > units_m) split_n = true;
+  if (split_n) {
+    const auto [b, e] = ThreadPool::StaticRange(units_n, threads, t);
+    return {0, p.m, std::min(p.n, b * bl.nr), std::min(p.n, e * bl.nr)};
+  }
+  const auto [b, e] = ThreadPool::StaticRange(units_m, threads, t);
+  return {std::min(p.m, b * bl.mr), std::min(p.m, e * bl.mr), 0, p.n};
+}
+
+// C = 0 or unchanged when K == 0 (an empty sum).
+void EmptySum(const Problem& p) {
+  if (p.accumulate) return;
+  const size_t elem = p.bf16_out ? 2 : 4;
+  for (int64_t i = 0; i < p.m; ++i) {
+    std::memset(static_cast<std::byte*>(p.c) + i * p.ldc * elem, 0, p.n * elem);
+  }
+}
+
+void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out, const void* a,
+         const void* b, void* c) {
+  CheckArgs(args, a, b, c);
+  if (args.m == 0 || args.n == 0) return;
+  const Problem p = Normalize(args, bf16_in, bf16_out, a, b, c);
+  if (p.k == 0) return EmptySum(p);
+  const Isa tier = TierFor(ctx.isa(), bf16_in);
+  const Blocking& bl = BlockingFor(tier, bf16_in);
+  CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
+      << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
+  const bool decode = bl.decode_max_m > 0 && !p.trans_b && p.m <= bl.decode_max_m;
+  const int64_t macs = p.m * p.n * p.k;
+  const int threads =
+      static_cast<int>(std::clamp<int64_t>(macs / kMinMacsPerThread, 1, ctx.threads()));
+  ctx.pool().RunOnAll([&](int t) {
+    if (t >= threads) return;
+    const Region r = Share(p, bl, decode, threads, t);
+    if (r.m0 >= r.m1 || r.n0 >= r.n1) return;
+    switch (tier) {
+      case Isa::kAvx512:
+        gemm_internal::GemmRegionAvx512(p, r, ctx.scratch(t), ctx.scratch_bytes());
+        break;
+      case Isa::kAvx2:
+        gemm_internal::GemmRegionAvx2(p, r, ctx.scratch(t), ctx.scratch_bytes());
+        break;
+      case Isa::kScalar:
+        gemm_internal::GemmRegionScalar(p, r, ctx.scratch(t), ctx.scratch_bytes());
+        break;
+    }
+  });
+}
+
+}  // namespace
+
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const float* b, float* c) {
+  Run(ctx, args, false, false, a, b, c);
+}
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const float* b, BF16* c) {
+  Run(ctx, args, false, true, a, b, c);
+}
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const BF16* b, float* c) {
+  Run(ctx, args, true, false, a, b, c);
+}
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const BF16* b, BF16* c) {
+  Run(ctx, args, true, true, a, b, c);
+}
+
+int GemmKBlock(Isa isa, bool bf16_inputs) {
+  return BlockingFor(TierFor(isa, bf16_inputs), bf16_inputs).kc;
+}
+
+}  // namespace anvil::kernels

@@ -1,0 +1,142 @@
+// AVX-512 GEMM, packed path: Goto/BLIS blocking (B block kc x nc packed once
+// per K block, A block mc x kc per row block) around a 14x32 register tile.
+// Each kc block's product sum starts from zero and is then added to C's
+// partial (or stored, for the first block): the order gemm.h promises.
+// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "anvil/kernels/cpu/gemm_avx512.h"
+#include "anvil/kernels/cpu/gemm_driver.h"
+
+namespace anvil::kernels::gemm_internal {
+namespace avx512 {
+namespace {
+
+// Row and column blocks. The A block (kMc x kc words = 168 x 256 x 4 B =
+// 168 KiB) stays in the 1 MiB L2 while every B micro-panel of the nc-wide
+// block passes through L1 against it; the packed B block (256 x kNc x 4 B =
+// 1 MiB) lives in L2/L3 and is reused by every row block of the thread.
+constexpr int64_t kMc = 12 * kMr;
+constexpr int64_t kNc = 1024;
+
+enum class Update { kStore, kAdd };
+
+// C[0:kMr, 0:kNr] (=|+=) Σ_s a(s, r) b(s, j) over `steps` k steps, with the
+// sum started from zero in registers. `kBf16`: a step is a k-pair (vdpbf16ps).
+template <bool kBf16>
+void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
+                 Update update) {
+  __m512 acc[kMr][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  // C's rows are read (or written) only after the K loop: fetch both lines
+  // of each row now, so a C that lives in L3 or DRAM costs no stall.
+  for (int r = 0; r < kMr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    const __m512 b0 = _mm512_load_ps(bp);
+    const __m512 b1 = _mm512_load_ps(bp + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < kMr; ++r) {
+      if constexpr (kBf16) {
+        const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)b0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)b1);
+      } else {
+        const __m512 a = _mm512_set1_ps(reinterpret_cast<const float*>(ap)[r]);
+        acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      }
+    }
+    ap += kMr;
+    bp += kNr;
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < kMr; ++r) {
+    float* row = c + r * ldc;
+    if (update == Update::kAdd) {
+      acc[r][0] = _mm512_add_ps(_mm512_loadu_ps(row), acc[r][0]);
+      acc[r][1] = _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[r][1]);
+    }
+    _mm512_storeu_ps(row, acc[r][0]);
+    _mm512_storeu_ps(row + 16, acc[r][1]);
+  }
+}
+
+// f32 -> bf16, round to nearest even, NaN -> 0x7FFF (convert.h's F32ToBF16).
+__m256i RoundToBf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                              _mm512_set1_epi32(0x7F800000));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FFF));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+__mmask16 Mask16(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1u); }
+
+// The AVX-512 tier for Driver (gemm_driver.h).
+struct Tier {
+  static constexpr int64_t kMr = avx512::kMr;
+  static constexpr int64_t kNr = avx512::kNr;
+  static constexpr int64_t kMc = avx512::kMc;
+  static constexpr int64_t kNc = avx512::kNc;
+  static constexpr int64_t KBlock(bool bf16) { return bf16 ? kKcBf16 : kKcF32; }
+  static constexpr int64_t Steps(bool bf16, int64_t kc) { return bf16 ? (kc + 1) / 2 : kc; }
+
+  static void PackA(const float* a, int64_t lda, bool t, int64_t rows, int64_t kc, uint32_t* ap) {
+    PackAF32(a, lda, t, rows, kc, reinterpret_cast<float*>(ap));
+  }
+  static void PackA(const BF16* a, int64_t lda, bool t, int64_t rows, int64_t kc, uint32_t* ap) {
+    PackABf16(a, lda, t, rows, kc, ap);
+  }
+  static void PackB(const float* b, int64_t ldb, bool t, int64_t cols, int64_t kc, uint32_t* bp) {
+    PackBF32(b, ldb, t, cols, kc, reinterpret_cast<float*>(bp));
+  }
+  static void PackB(const BF16* b, int64_t ldb, bool t, int64_t cols, int64_t kc, uint32_t* bp) {
+    PackBBf16(b, ldb, t, cols, kc, bp);
+  }
+  static void Micro(bool bf16, int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c,
+                    int64_t ldc, bool add) {
+    const Update u = add ? Update::kAdd : Update::kStore;
+    if (bf16) {
+      MicroKernel<true>(steps, ap, bp, c, ldc, u);
+    } else {
+      MicroKernel<false>(steps, ap, bp, c, ldc, u);
+    }
+  }
+  static void WidenRow(const BF16* src, float* dst, int64_t n) {
+    for (int64_t j = 0; j < n; j += 16) {
+      const __m256i h = _mm256_maskz_loadu_epi16(Mask16(n - j), src + j);
+      _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    }
+  }
+  static void RoundRow(const float* src, BF16* dst, int64_t n) {
+    for (int64_t j = 0; j < n; j += 16) {
+      _mm256_mask_storeu_epi16(dst + j, Mask16(n - j), RoundToBf16(_mm512_loadu_ps(src + j)));
+    }
+  }
+};
+
+}  // namespace
+}  // namespace avx512
+
+void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
+  if (!p.trans_b && p.m <= kAvx512F32.decode_max_m) {
+    avx512::DecodeRegion(p, r, scratch);
+  } else if (p.bf16_in) {
+    Driver<avx512::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);
+  } else {
+    Driver<avx512::Tier>::Run<float>(p, r, scratch, scratch_bytes);
+  }
+}
+
+}  // namespace anvil::kernels::gemm_internal

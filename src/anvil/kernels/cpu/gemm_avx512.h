@@ -1,0 +1,42 @@
+// AVX-512 GEMM pieces shared by its units (packing, packed driver, streaming
+// decode path). Include only from units compiled with anvil_isa_source(AVX512).
+//
+// Packed layouts, all in 32-bit words (f32 values, or bf16 k-pairs with the
+// even k in the low half, an odd K's last pair padded with zero):
+//   A block: micro-panels of kMr rows; panel q holds rows [q*kMr, q*kMr + kMr)
+//            k-major: word (s, r) at q*kMr*steps + s*kMr + r.
+//   B block: micro-panels of kNr columns; panel q: word (s, j) at
+//            q*kNr*steps + s*kNr + j.
+// steps = kc for f32, ceil(kc / 2) for bf16. Rows/columns past the matrix
+// are zero, so edge tiles run the same arithmetic as full ones.
+#pragma once
+
+#include <cstdint>
+
+#include "anvil/core/bf16.h"
+#include "anvil/kernels/cpu/gemm_internal.h"
+
+namespace anvil::kernels::gemm_internal::avx512 {
+
+inline constexpr int kMr = 14;
+inline constexpr int kNr = 32;
+static_assert(kAvx512F32.mr == kMr && kAvx512F32.nr == kNr);
+static_assert(kAvx512Bf16.mr == kMr && kAvx512Bf16.nr == kNr);
+inline constexpr int kKcF32 = kAvx512F32.kc;
+inline constexpr int kKcBf16 = kAvx512Bf16.kc;
+static_assert(kKcBf16 % 2 == 0, "bf16 K blocks must hold whole pairs");
+
+// `a` points at op(A)[i0, p0] as stored (trans: A is [k, m]); packs rows
+// [0, rows) x k [0, kc) into ceil(rows / kMr) panels.
+void PackAF32(const float* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float* ap);
+void PackABf16(const BF16* a, int64_t lda, bool trans, int64_t rows, int64_t kc, uint32_t* ap);
+// `b` points at op(B)[p0, j0] as stored (trans: B is [n, k]); packs k [0, kc) x
+// columns [0, cols) into ceil(cols / kNr) panels.
+void PackBF32(const float* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, float* bp);
+void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, uint32_t* bp);
+
+// The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
+// uses 24 KiB of scratch.
+void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);
+
+}  // namespace anvil::kernels::gemm_internal::avx512

@@ -1,0 +1,190 @@
+// AVX-512 packing of A and B blocks into the micro-panel layouts of
+// gemm_avx512.h. Masked loads bound every read to the matrix, masked stores
+// every write to the panel; transposes are 16x16 in registers.
+// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "anvil/kernels/cpu/gemm_avx512.h"
+
+namespace anvil::kernels::gemm_internal::avx512 {
+namespace {
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+__mmask16 Mask16(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1u); }
+__mmask32 Mask32(int64_t n) { return n >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << n) - 1u); }
+constexpr __mmask16 kMrMask = (1u << kMr) - 1u;
+
+// In-place transpose of 16 rows of 16 32-bit lanes: v[i] lane j <- v[j] lane i.
+[[gnu::always_inline]] inline void Transpose16x16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c.
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    v[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    v[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    v[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    v[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+// Loads up to 16 rows of 16 words (`words` valid per row) from rows of 32-bit
+// data at `row_stride_bytes`, transposes, and stores the first `out_words`
+// lanes of each of the first `steps` results at dst + s * dst_stride.
+// For bf16 pairs the load mask counts 16-bit elements (`elems` <= 32) so an
+// odd tail pair gets a zero high half.
+[[gnu::always_inline]] inline void TransposeBlock(const std::byte* src, int64_t row_stride_bytes, int rows, __mmask32 elem_mask,
+                    bool bf16, int steps, uint32_t* dst, int64_t dst_stride, __mmask16 out_mask) {
+  __m512 v[16];
+  for (int i = 0; i < 16; ++i) {
+    if (i >= rows) {
+      v[i] = _mm512_setzero_ps();
+    } else if (bf16) {
+      v[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(elem_mask, src + i * row_stride_bytes));
+    } else {
+      v[i] = _mm512_maskz_loadu_ps(static_cast<__mmask16>(elem_mask), src + i * row_stride_bytes);
+    }
+  }
+  Transpose16x16(v);
+  for (int s = 0; s < steps; ++s) {
+    _mm512_mask_storeu_ps(dst + s * dst_stride, out_mask, v[s]);
+  }
+}
+
+// Pairs (lo row, hi row) of `n` <= 16 bf16 each into 16 words; `hi` may be null (zero).
+__m512i PairRows(const BF16* lo, const BF16* hi, int64_t n) {
+  const __mmask16 m = Mask16(n);
+  const __m512i l = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo));
+  if (hi == nullptr) return l;
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, hi));
+  return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+}
+
+}  // namespace
+
+void PackAF32(const float* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float* ap) {
+  uint32_t* out = reinterpret_cast<uint32_t*>(ap);
+  for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+    const int nrow = static_cast<int>(Min(kMr, rows - r0));
+    uint32_t* panel = out + r0 * kc;  // (r0 / kMr) * kMr * kc
+    if (!trans) {
+      const auto* src = reinterpret_cast<const std::byte*>(a + r0 * lda);
+      const bool prefetch_next = r0 + kMr < rows;
+      for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        const int nk = static_cast<int>(Min(16, kc - k0));
+        // A usually comes from DRAM in short row segments the hardware
+        // prefetcher learns too late: fetch the next panel's lines now.
+        if (prefetch_next) {
+          for (int r = 0; r < kMr; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(src + ((kMr + r) * lda + k0) * 4), _MM_HINT_T0);
+          }
+        }
+        TransposeBlock(src + k0 * 4, lda * 4, nrow, Mask16(nk), false, nk, panel + k0 * kMr, kMr,
+                       kMrMask);
+      }
+    } else {
+      const __mmask16 m = Mask16(nrow);
+      for (int64_t k = 0; k < kc; ++k) {
+        _mm512_mask_storeu_ps(panel + k * kMr, kMrMask, _mm512_maskz_loadu_ps(m, a + k * lda + r0));
+      }
+    }
+  }
+}
+
+void PackABf16(const BF16* a, int64_t lda, bool trans, int64_t rows, int64_t kc, uint32_t* ap) {
+  const int64_t steps = (kc + 1) / 2;
+  for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+    const int nrow = static_cast<int>(Min(kMr, rows - r0));
+    uint32_t* panel = ap + r0 * steps;
+    if (!trans) {
+      // Row i's pairs are 32-bit words in memory: a 32-bit transpose.
+      const auto* src = reinterpret_cast<const std::byte*>(a + r0 * lda);
+      for (int64_t s0 = 0; s0 < steps; s0 += 16) {
+        const int ns = static_cast<int>(Min(16, steps - s0));
+        TransposeBlock(src + s0 * 4, lda * 2, nrow, Mask32(kc - 2 * s0), true, ns,
+                       panel + s0 * kMr, kMr, kMrMask);
+      }
+    } else {
+      for (int64_t s = 0; s < steps; ++s) {
+        const BF16* lo = a + 2 * s * lda + r0;
+        const BF16* hi = 2 * s + 1 < kc ? lo + lda : nullptr;
+        _mm512_mask_storeu_epi32(panel + s * kMr, kMrMask, PairRows(lo, hi, nrow));
+      }
+    }
+  }
+}
+
+void PackBF32(const float* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, float* bp) {
+  uint32_t* out = reinterpret_cast<uint32_t*>(bp);
+  for (int64_t c0 = 0; c0 < cols; c0 += kNr) {
+    const int64_t ncol = Min(kNr, cols - c0);
+    uint32_t* panel = out + c0 * kc;
+    if (!trans) {
+      const __mmask16 m0 = Mask16(ncol), m1 = Mask16(ncol > 16 ? ncol - 16 : 0);
+      const float* src = b + c0;
+      for (int64_t k = 0; k < kc; ++k) {
+        _mm512_storeu_ps(panel + k * kNr, _mm512_maskz_loadu_ps(m0, src + k * ldb));
+        _mm512_storeu_ps(panel + k * kNr + 16, _mm512_maskz_loadu_ps(m1, src + k * ldb + 16));
+      }
+    } else {
+      for (int half = 0; half < 2; ++half) {
+        const int nj = static_cast<int>(ncol > 16 * half ? Min(16, ncol - 16 * half) : 0);
+        const auto* src = reinterpret_cast<const std::byte*>(b + (c0 + 16 * half) * ldb);
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+          const int nk = static_cast<int>(Min(16, kc - k0));
+          TransposeBlock(src + k0 * 4, ldb * 4, nj, Mask16(nk), false, nk,
+                         panel + k0 * kNr + 16 * half, kNr, 0xFFFF);
+        }
+      }
+    }
+  }
+}
+
+void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, uint32_t* bp) {
+  const int64_t steps = (kc + 1) / 2;
+  for (int64_t c0 = 0; c0 < cols; c0 += kNr) {
+    const int64_t ncol = Min(kNr, cols - c0);
+    uint32_t* panel = bp + c0 * steps;
+    if (!trans) {
+      const int64_t n0 = Min(16, ncol), n1 = ncol > 16 ? ncol - 16 : 0;
+      for (int64_t s = 0; s < steps; ++s) {
+        const BF16* lo = b + 2 * s * ldb + c0;
+        const BF16* hi = 2 * s + 1 < kc ? lo + ldb : nullptr;
+        _mm512_storeu_si512(panel + s * kNr, PairRows(lo, hi, n0));
+        _mm512_storeu_si512(panel + s * kNr + 16,
+                            PairRows(lo + 16, hi != nullptr ? hi + 16 : nullptr, n1));
+      }
+    } else {
+      for (int half = 0; half < 2; ++half) {
+        const int nj = static_cast<int>(ncol > 16 * half ? Min(16, ncol - 16 * half) : 0);
+        const auto* src = reinterpret_cast<const std::byte*>(b + (c0 + 16 * half) * ldb);
+        for (int64_t s0 = 0; s0 < steps; s0 += 16) {
+          const int ns = static_cast<int>(Min(16, steps - s0));
+          TransposeBlock(src + s0 * 4, ldb * 2, nj, Mask32(kc - 2 * s0), true, ns,
+                         panel + s0 * kNr + 16 * half, kNr, 0xFFFF);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace anvil::kernels::gemm_internal::avx512

@@ -1,0 +1,127 @@
+// The packed GEMM loop nest (Goto/BLIS) shared by the SIMD tiers, templated on
+// a tier `K` that supplies blocking, packing, the micro-kernel and the bf16
+// epilogues. Everything here is a template on K (a type of the ISA unit), so
+// code built for different ISAs never shares a symbol.
+//
+// Order of work for one thread's region, and why it is batch-invariant:
+//   for jc (nc columns):  for mb (row chunk; all rows unless C is bf16):
+//     for pc (kc of K, increasing):  pack B[pc.., jc..]
+//       for ic (mc rows):  pack A[ic.., pc..]
+//         for jr, ir: micro-kernel: tile = Σ over this K block from zero,
+//                     then C partial = tile (first block) or partial + tile.
+// Each C element sees the same K blocks in the same order whatever the
+// region, row chunk or tile it falls in; edge tiles run the full kernel on
+// zero-padded panels into a scratch tile.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "anvil/core/bf16.h"
+#include "anvil/kernels/cpu/gemm_internal.h"
+
+namespace anvil::kernels::gemm_internal {
+
+// K must provide:
+//   kMr, kNr, kMc, kNc (int64_t), kKc(bf16) -> K block in elements,
+//   Steps(bf16, kc) -> packed steps of a kc block,
+//   PackA<T>(a_at, lda, trans, rows, kc, uint32_t*), PackB<T>(...),
+//   Micro(bf16, steps, ap, bp, float* c, ldc, bool add),
+//   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n).
+template <class K>
+struct Driver {
+  static int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+  static int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+  struct Scratch {
+    uint32_t* bp;  // packed B block: steps x nc_max
+    uint32_t* ap;  // packed A block: kMc x steps
+    float* tile;   // one kMr x kNr edge tile
+    float* panel;  // bf16 C only: f32 partials, panel_rows x nc_max
+    int64_t nc_max;
+    int64_t panel_rows;
+  };
+
+  // Shrinks nc below K::kNc only when scratch is small.
+  static Scratch Carve(std::byte* scratch, size_t bytes, int64_t steps) {
+    Scratch s{};
+    s.nc_max = K::kNc;
+    const auto need = [&](int64_t nc) {
+      return static_cast<size_t>((steps * nc + K::kMc * steps + K::kMr * K::kNr + K::kMr * nc) * 4);
+    };
+    while (need(s.nc_max) > bytes && s.nc_max > K::kNr) s.nc_max /= 2;
+    s.bp = reinterpret_cast<uint32_t*>(scratch);
+    s.ap = s.bp + steps * s.nc_max;
+    s.tile = reinterpret_cast<float*>(s.ap + K::kMc * steps);
+    s.panel = s.tile + K::kMr * K::kNr;
+    const size_t used = static_cast<size_t>(reinterpret_cast<std::byte*>(s.panel) - scratch);
+    s.panel_rows = static_cast<int64_t>((bytes - used) / (s.nc_max * 4)) / K::kMr * K::kMr;
+    return s;
+  }
+
+  template <typename T>
+  static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
+    constexpr bool kBf16 = std::is_same_v<T, BF16>;
+    constexpr int64_t kKc = K::KBlock(kBf16);
+    const Scratch s = Carve(scratch, bytes, K::Steps(kBf16, kKc));
+    const T* a = static_cast<const T*>(p.a);
+    const T* b = static_cast<const T*>(p.b);
+    for (int64_t jc = r.n0; jc < r.n1; jc += s.nc_max) {
+      const int64_t nc = Min(s.nc_max, r.n1 - jc);
+      const int64_t mb_step = p.bf16_out ? s.panel_rows : r.m1 - r.m0;
+      for (int64_t mb = r.m0; mb < r.m1; mb += mb_step) {
+        const int64_t mrows = Min(mb_step, r.m1 - mb);
+        // An f32 C holds its own partials; a bf16 C gets them in the f32 panel.
+        float* part = s.panel;
+        int64_t ldp = RoundUp(nc, K::kNr);
+        if (!p.bf16_out) {
+          part = static_cast<float*>(p.c) + mb * p.ldc + jc;
+          ldp = p.ldc;
+        } else if (p.accumulate) {
+          const BF16* c = static_cast<const BF16*>(p.c) + mb * p.ldc + jc;
+          for (int64_t i = 0; i < mrows; ++i) K::WidenRow(c + i * p.ldc, part + i * ldp, nc);
+        }
+        for (int64_t pc = 0; pc < p.k; pc += kKc) {
+          const int64_t kc = Min(kKc, p.k - pc);
+          const int64_t steps = K::Steps(kBf16, kc);
+          const bool add = pc > 0 || p.accumulate;
+          K::PackB(p.trans_b ? b + jc * p.ldb + pc : b + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc,
+                   s.bp);
+          for (int64_t ic = mb; ic < mb + mrows; ic += K::kMc) {
+            const int64_t mc = Min(K::kMc, mb + mrows - ic);
+            K::PackA(p.trans_a ? a + pc * p.lda + ic : a + ic * p.lda + pc, p.lda, p.trans_a, mc,
+                     kc, s.ap);
+            for (int64_t jr = 0; jr < nc; jr += K::kNr) {
+              const int64_t ncols = Min(K::kNr, nc - jr);
+              const uint32_t* bpanel = s.bp + jr * steps;
+              for (int64_t ir = 0; ir < mc; ir += K::kMr) {
+                const int64_t nrows = Min(K::kMr, mc - ir);
+                const uint32_t* apanel = s.ap + ir * steps;
+                float* ct = part + (ic - mb + ir) * ldp + jr;
+                if (nrows == K::kMr && ncols == K::kNr) {
+                  K::Micro(kBf16, steps, apanel, bpanel, ct, ldp, add);
+                  continue;
+                }
+                // Edge tile: the same kernel on a padded copy; the valid part goes back.
+                if (add) {
+                  for (int64_t i = 0; i < nrows; ++i)
+                    for (int64_t j = 0; j < ncols; ++j) s.tile[i * K::kNr + j] = ct[i * ldp + j];
+                }
+                K::Micro(kBf16, steps, apanel, bpanel, s.tile, K::kNr, add);
+                for (int64_t i = 0; i < nrows; ++i)
+                  for (int64_t j = 0; j < ncols; ++j) ct[i * ldp + j] = s.tile[i * K::kNr + j];
+              }
+            }
+          }
+        }
+        if (p.bf16_out) {
+          BF16* c = static_cast<BF16*>(p.c) + mb * p.ldc + jc;
+          for (int64_t i = 0; i < mrows; ++i) K::RoundRow(part + i * ldp, c + i * p.ldc, nc);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace anvil::kernels::gemm_internal

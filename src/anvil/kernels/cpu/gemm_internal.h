@@ -1,0 +1,66 @@
+// GEMM internals shared by the dispatcher (gemm.cc) and the per-ISA units: the
+// normalised problem, a thread's share of C, and each tier's blocking. Only
+// plain data here (no inline functions), so ISA units can include it freely.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "anvil/kernels/gemm.h"
+
+namespace anvil::kernels::gemm_internal {
+
+// A checked call with leading dimensions filled in and type-erased operands.
+struct Problem {
+  int64_t m, n, k;
+  bool trans_a, trans_b;  // true: kT
+  int64_t lda, ldb, ldc;
+  bool accumulate;
+  bool bf16_in;   // A and B are BF16 (else float)
+  bool bf16_out;  // C is BF16 (else float)
+  const void* a;
+  const void* b;
+  void* c;
+};
+
+// The part of C one thread computes: rows [m0, m1) x columns [n0, n1).
+struct Region {
+  int64_t m0, m1, n0, n1;
+};
+
+// A tier's blocking. mr x nr is the register tile (mr rows of C broadcast
+// from A, nr columns of vectors from B); kc the K block of the fixed
+// summation order; the partition gives threads whole tiles.
+struct Blocking {
+  int mr;
+  int nr;
+  int kc;
+  int decode_max_m;  // M <= this with trans_b == kN streams B (0: never)
+};
+
+// AVX-512. Register tile 14x32: 28 zmm accumulators + 2 for B + 1 spare of 32;
+// with 2 FMA pipes of latency 4, >= 8 independent chains hide the latency and
+// each k step issues 28 FMAs against 2 loads and 14 broadcasts (the load ports
+// keep up). kc: a packed B micro-panel (kc x 32) stays in the 48 KiB L1 while
+// the 14-row A micro-panels stream past it: f32 256 x 32 x 4 B = 32 KiB; bf16
+// is read in k-pairs, 512 x 32 x 2 B = 32 KiB.
+inline constexpr Blocking kAvx512F32{14, 32, 256, 8};
+inline constexpr Blocking kAvx512Bf16{14, 32, 512, 8};
+// AVX2: 16 ymm; a 6x16 tile = 12 accumulators + 2 for B + 1 broadcast. bf16
+// is widened to f32 while packing, so both inputs share the f32 kernel.
+// kc: 256 x 16 x 4 B = 16 KiB of B micro-panel in L1 (32 KiB on AVX2 parts).
+inline constexpr Blocking kAvx2{6, 16, 256, 8};
+// Portable: a row at a time over 64-column strips; kc as AVX2.
+inline constexpr Blocking kScalar{1, 64, 256, 0};
+
+// Per-tier workers: compute region `r` of `p` with thread-private scratch.
+// Packed and streaming (decode) paths live behind each; both give the same bits.
+void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
+void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
+void GemmRegionScalar(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
+
+// The least per-thread scratch any tier works with; each sizes its blocks to
+// what ctx.scratch_bytes() offers (the default 8 MiB gives the tuned sizes).
+inline constexpr size_t kMinScratchBytes = size_t{1} << 20;
+
+}  // namespace anvil::kernels::gemm_internal

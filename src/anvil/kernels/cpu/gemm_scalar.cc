@@ -1,0 +1,75 @@
+// Portable GEMM tier: one row at a time over 64-column strips, in the fixed
+// order of gemm.h (K blocks of 256 from zero, increasing k, one fused
+// multiply-add each; block sums in order). Built at the baseline ISA; slow but
+// exact in its rounding on any CPU (fmaf is correctly rounded everywhere).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "anvil/kernels/cpu/gemm_internal.h"
+
+namespace anvil::kernels::gemm_internal {
+namespace {
+
+constexpr int64_t kStrip = kScalar.nr;
+constexpr int64_t kKc = kScalar.kc;
+
+float Widen(float x) { return x; }
+float Widen(BF16 x) { return ToFloat(x); }
+
+template <typename T>
+void Rows(const Problem& p, const Region& r) {
+  const T* a = static_cast<const T*>(p.a);
+  const T* b = static_cast<const T*>(p.b);
+  // Element strides: A(i, k) = a[i*ai + k*ak], B(k, j) = b[k*bk + j*bj].
+  const int64_t ai = p.trans_a ? 1 : p.lda, ak = p.trans_a ? p.lda : 1;
+  const int64_t bk = p.trans_b ? 1 : p.ldb, bj = p.trans_b ? p.ldb : 1;
+  float run[kStrip];
+  float acc[kStrip];
+  for (int64_t i = r.m0; i < r.m1; ++i) {
+    for (int64_t j0 = r.n0; j0 < r.n1; j0 += kStrip) {
+      const int64_t w = std::min(kStrip, r.n1 - j0);
+      for (int64_t pc = 0; pc < p.k; pc += kKc) {
+        const int64_t kend = std::min(pc + kKc, p.k);
+        std::memset(acc, 0, sizeof(acc));
+        for (int64_t k = pc; k < kend; ++k) {
+          const float av = Widen(a[i * ai + k * ak]);
+          const T* brow = b + k * bk + j0 * bj;
+          for (int64_t j = 0; j < w; ++j) acc[j] = std::fma(av, Widen(brow[j * bj]), acc[j]);
+        }
+        for (int64_t j = 0; j < w; ++j) {
+          if (pc > 0) {
+            run[j] += acc[j];
+          } else if (p.accumulate) {
+            const int64_t at = i * p.ldc + j0 + j;
+            run[j] = (p.bf16_out ? ToFloat(static_cast<const BF16*>(p.c)[at])
+                                 : static_cast<const float*>(p.c)[at]) +
+                     acc[j];
+          } else {
+            run[j] = acc[j];
+          }
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t at = i * p.ldc + j0 + j;
+        if (p.bf16_out) {
+          static_cast<BF16*>(p.c)[at] = ToBF16(run[j]);
+        } else {
+          static_cast<float*>(p.c)[at] = run[j];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void GemmRegionScalar(const Problem& p, const Region& r, std::byte*, size_t) {
+  if (p.bf16_in) {
+    Rows<BF16>(p, r);
+  } else {
+    Rows<float>(p, r);
+  }
+}
+
+}  // namespace anvil::kernels::gemm_internal

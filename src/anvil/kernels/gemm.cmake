@@ -1,0 +1,24 @@
+# GEMM: gemm.h (API), ref/gemm_ref.h (double oracle), cpu/gemm.cc (checks,
+# tiers, thread partition), cpu/gemm_scalar.cc (portable tier), AVX2 and
+# AVX-512 units (packed driver cpu/gemm_driver.h, packing, streaming decode).
+set(_gemm ${CMAKE_CURRENT_LIST_DIR})
+set(_gemm_sources
+  ${_gemm}/cpu/gemm.cc
+  ${_gemm}/cpu/gemm_scalar.cc
+  ${_gemm}/cpu/gemm_avx2.cc
+  ${_gemm}/cpu/gemm_avx512.cc
+  ${_gemm}/cpu/gemm_avx512_pack.cc
+  ${_gemm}/cpu/gemm_avx512_decode.cc
+)
+target_sources(anvil_kernels PRIVATE ${_gemm_sources})
+anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc)
+anvil_isa_source(AVX512 ${_gemm}/cpu/gemm_avx512.cc ${_gemm}/cpu/gemm_avx512_pack.cc
+                 ${_gemm}/cpu/gemm_avx512_decode.cc)
+# Every fused multiply-add is written as one (intrinsic or fma()); nothing
+# else may be contracted, or the documented summation order would not hold.
+foreach(src ${_gemm_sources})
+  set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
+endforeach()
+
+anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels)
+anvil_bench(kernels_gemm_bench SOURCES ${_gemm}/gemm_bench.cc LIBS anvil_kernels)

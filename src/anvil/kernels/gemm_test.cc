@@ -1,0 +1,398 @@
+// GEMM: every tier this CPU runs against the double oracle (all transposes,
+// f32/bf16 in and out, accumulate, padded leading dimensions, edge shapes),
+// and the bitwise contracts: batch invariance over M, thread count and
+// scratch size; the streaming small-M path equal to the packed path;
+// repeatability. Tolerances are derived in ExpectClose.
+#include "anvil/kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "anvil/core/rng.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/kernels/ref/gemm_ref.h"
+
+namespace anvil::kernels {
+namespace {
+
+// The sanitizer build (about 10x slower) checks batch invariance against
+// 1024 rows instead of 4096.
+#ifdef ANVIL_SANITIZED
+constexpr int64_t kBigM = 1024;
+#else
+constexpr int64_t kBigM = 4096;
+#endif
+
+std::vector<Isa> Tiers() {
+  std::vector<Isa> tiers;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaSupported(isa)) tiers.push_back(isa);
+  }
+  return tiers;
+}
+
+std::string Name(const GemmArgs& g, Isa isa, const char* dtypes) {
+  return std::string(IsaName(isa)) + " " + dtypes + " " + (g.trans_a == Trans::kT ? "T" : "N") +
+         (g.trans_b == Trans::kT ? "T" : "N") + " m=" + std::to_string(g.m) +
+         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+         (g.accumulate ? " accumulate" : "");
+}
+
+// Uniform values in [-1, 1) with 24 random bits (splitmix64: cheap enough for
+// the sanitizer build): no subnormals, so vdpbf16ps's flush-to-zero of
+// subnormal inputs and results never applies.
+std::vector<float> Random(size_t n, uint32_t step) {
+  uint64_t state = 0x9E3779B97F4A7C15ull * (step + 1);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v[i] = static_cast<float>(z >> 40) * 0x1p-23f - 1.0f;
+  }
+  return v;
+}
+std::vector<BF16> ToBF16(const std::vector<float>& v) {
+  std::vector<BF16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = anvil::ToBF16(v[i]);
+  return out;
+}
+
+double Value(float x) { return x; }
+double Value(BF16 x) { return ToFloat(x); }
+
+// Stored extents of op(A), op(B) and C under g's layout (ld's filled in).
+size_t SizeA(const GemmArgs& g) { return (g.trans_a == Trans::kN ? g.m : g.k) * g.lda; }
+size_t SizeB(const GemmArgs& g) { return (g.trans_b == Trans::kN ? g.k : g.n) * g.ldb; }
+size_t SizeC(const GemmArgs& g) { return g.m * g.ldc; }
+
+// Every path rounds each product into its sum at most once (FMA; bf16
+// products are exact in f32) and each partial once per later operation: a
+// term meets at most min(K, kc) roundings inside its K block (vdpbf16ps may
+// round twice per k-pair: still <= kc per block), one per later block sum
+// and one for C's old value, so n = min(K, kc) + ceil(K / kc) + 1 and
+//   |c - ref| <= γ_n · (|C_old| + Σ_k |a_ik||b_kj|),  γ_n = n·u / (1 - n·u),
+// u = 2^-24 (Higham, Accuracy and Stability, §3.1). A bf16 C adds the final
+// round to nearest even, at most 2^-8 of |c|.
+template <typename TC>
+void ExpectClose(const GemmArgs& g, Isa isa, bool bf16_in, const TC* c, const double* ref,
+                 const double* mag, const std::string& what) {
+  const int64_t kc = GemmKBlock(isa, bf16_in);
+  const double n = std::min(g.k, kc) + (g.k + kc - 1) / kc + 1;
+  const double u = std::ldexp(1.0, -24);
+  const double gamma = n * u / (1 - n * u);
+  int failures = 0;
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      const double want = ref[i * g.n + j];
+      double bound = gamma * mag[i * g.n + j];
+      if (sizeof(TC) == 2) bound += std::ldexp(std::fabs(want) + bound, -8);
+      const double got = Value(c[i * g.ldc + j]);
+      if (!(std::fabs(got - want) <= bound) && failures++ < 3) {
+        ADD_FAILURE() << what << ": C[" << i << "," << j << "] = " << got << ", want " << want
+                      << " +- " << bound;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << what;
+}
+
+// The reference of one problem without C's old value, computed once and
+// shared by every tier, output type and the accumulate variant.
+struct Reference {
+  std::vector<double> sum, magnitude;
+  template <typename T>
+  Reference(GemmArgs g, const std::vector<T>& a, const std::vector<T>& b)
+      : sum(g.m * g.n), magnitude(g.m * g.n) {
+    g.accumulate = false;
+    const float* no_c = nullptr;
+    ref::GemmRef(g, a.data(), b.data(), no_c, sum.data(), magnitude.data());
+  }
+};
+
+// Runs one call and checks it against the reference; C's padding columns
+// (ldc > n) must come back untouched.
+template <typename T, typename TC>
+void CheckOne(const KernelCtx& ctx, const GemmArgs& g, const std::vector<T>& a,
+              const std::vector<T>& b, const std::vector<TC>& c_old, const Reference& r,
+              const char* dtypes) {
+  std::vector<double> ref = r.sum, mag = r.magnitude;
+  if (g.accumulate) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        ref[i * g.n + j] += Value(c_old[i * g.ldc + j]);
+        mag[i * g.n + j] += std::fabs(Value(c_old[i * g.ldc + j]));
+      }
+    }
+  }
+  std::vector<TC> c = c_old;
+  Gemm(ctx, g, a.data(), b.data(), c.data());
+  const std::string what = Name(g, ctx.isa(), dtypes);
+  ExpectClose(g, ctx.isa(), sizeof(T) == 2, c.data(), ref.data(), mag.data(), what);
+  for (int64_t i = 0; i < g.m; ++i) {
+    EXPECT_EQ(std::memcmp(&c[i * g.ldc + g.n], &c_old[i * g.ldc + g.n], (g.ldc - g.n) * sizeof(TC)), 0)
+        << what << ": padding of row " << i << " was written";
+  }
+}
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+// Sizes from {1, 2, 3, 7, 17, 31, 33, 65, 129, 300} and around the blocks
+// (tiles 14x32 and 6x16, K blocks 256 and 512, the small-M limit 8).
+const Shape kEdgeShapes[] = {
+    {1, 1, 1},     {1, 7, 3},     {2, 3, 17},    {3, 33, 2},     {7, 17, 31},
+    {17, 31, 65},  {31, 65, 7},   {33, 2, 129},  {65, 129, 33},  {129, 65, 300},
+    {300, 17, 129}, {1, 300, 65}, {8, 129, 300}, {9, 33, 300},   {14, 32, 256},
+    {15, 33, 257}, {28, 64, 512}, {1, 129, 513}, {4, 40, 1031},  {20, 50, 1030},
+};
+
+TEST(GemmRef, SmallKnownValues) {
+  // op(A) = [[1, 2], [3, 4]], op(B) = [[5, 6], [7, 8]] -> [[19, 22], [43, 50]].
+  const float a_n[] = {1, 2, 3, 4}, a_t[] = {1, 3, 2, 4};
+  const float b_n[] = {5, 6, 7, 8}, b_t[] = {5, 7, 6, 8};
+  const float c_old[] = {1, 1, 1, 1};
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      GemmArgs g{.m = 2, .n = 2, .k = 2};
+      g.trans_a = ta ? Trans::kT : Trans::kN;
+      g.trans_b = tb ? Trans::kT : Trans::kN;
+      g.accumulate = true;
+      double out[4], mag[4];
+      ref::GemmRef(g, ta ? a_t : a_n, tb ? b_t : b_n, c_old, out, mag);
+      EXPECT_EQ(out[0], 20);
+      EXPECT_EQ(out[1], 23);
+      EXPECT_EQ(out[2], 44);
+      EXPECT_EQ(out[3], 51);
+      EXPECT_EQ(mag[3], 51);
+    }
+  }
+}
+
+TEST(Gemm, MatchesReferenceOnEdgeShapes) {
+  ThreadPool pool(2);
+  uint32_t seed = 0;
+  for (const Shape& s : kEdgeShapes) {
+    for (int trans = 0; trans < 4; ++trans) {
+      GemmArgs g{.m = s.m, .n = s.n, .k = s.k};
+      g.trans_a = trans & 1 ? Trans::kT : Trans::kN;
+      g.trans_b = trans & 2 ? Trans::kT : Trans::kN;
+      // Leading dimensions beyond the minimum, different per operand.
+      g.lda = (g.trans_a == Trans::kN ? s.k : s.m) + 3;
+      g.ldb = (g.trans_b == Trans::kN ? s.n : s.k) + 5;
+      g.ldc = s.n + 2;
+      const std::vector<float> a = Random(SizeA(g), ++seed), b = Random(SizeB(g), ++seed);
+      const std::vector<float> c_old = Random(SizeC(g), ++seed);
+      const std::vector<BF16> a16 = ToBF16(a), b16 = ToBF16(b), c_old16 = ToBF16(c_old);
+      const Reference ref32(g, a, b), ref16(g, a16, b16);
+      for (Isa isa : Tiers()) {
+        const KernelCtx ctx(pool, isa);
+        for (bool accumulate : {false, true}) {
+          g.accumulate = accumulate;
+          CheckOne(ctx, g, a, b, c_old, ref32, "f32->f32");
+          CheckOne(ctx, g, a, b, c_old16, ref32, "f32->bf16");
+          CheckOne(ctx, g, a16, b16, c_old, ref16, "bf16->f32");
+          CheckOne(ctx, g, a16, b16, c_old16, ref16, "bf16->bf16");
+        }
+      }
+    }
+  }
+}
+
+// ---- bitwise contracts ---------------------------------------------------------
+
+// A fixed problem of up to max_m rows; Rows(m) computes its first m rows.
+// op(A) rows are a prefix in both layouts: kT stores A as [k, max_m] and a
+// call with fewer rows keeps lda = max_m.
+template <typename T, typename TC>
+struct Problem {
+  GemmArgs g;
+  std::vector<T> a, b;
+  std::vector<TC> c_old;
+
+  Problem(int64_t max_m, int64_t n, int64_t k, Trans ta, Trans tb, bool accumulate, uint32_t seed) {
+    g = GemmArgs{.m = max_m, .n = n, .k = k, .trans_a = ta, .trans_b = tb};
+    g.lda = ta == Trans::kN ? k + 1 : max_m;
+    g.ldb = tb == Trans::kN ? n + 7 : k + 3;
+    g.ldc = n + 1;
+    g.accumulate = accumulate;
+    a = Convert<T>(Random(SizeA(g), seed));
+    b = Convert<T>(Random(SizeB(g), seed + 1));
+    c_old = Convert<TC>(Random(SizeC(g), seed + 2));
+  }
+  template <typename U>
+  static std::vector<U> Convert(const std::vector<float>& v) {
+    if constexpr (sizeof(U) == 2) {
+      return ToBF16(v);
+    } else {
+      return v;
+    }
+  }
+  std::vector<TC> Rows(const KernelCtx& ctx, int64_t m) const {
+    GemmArgs call = g;
+    call.m = m;
+    std::vector<TC> c(c_old.begin(), c_old.begin() + m * g.ldc);
+    Gemm(ctx, call, a.data(), b.data(), c.data());
+    return c;
+  }
+};
+
+// The first rows of `small` equal those of `big`, bit for bit.
+template <typename TC>
+void ExpectSameRows(const std::vector<TC>& small, const std::vector<TC>& big,
+                    const std::string& what) {
+  ASSERT_LE(small.size(), big.size());
+  for (size_t i = 0; i < small.size(); ++i) {
+    uint32_t x = 0, y = 0;
+    std::memcpy(&x, &small[i], sizeof(TC));
+    std::memcpy(&y, &big[i], sizeof(TC));
+    if (x != y) {
+      ADD_FAILURE() << what << ": element " << i << " differs: " << Value(small[i]) << " vs "
+                    << Value(big[i]);
+      return;
+    }
+  }
+}
+
+// Rows of C computed with M = 1, 7, 64 and max_m, on 1 and 2 threads, twice,
+// on every tier. The scalar tier computes each row on its own: max_m / 8 rows
+// keep it fast under the sanitizer build.
+template <typename T, typename TC>
+void CheckBatchInvariance(int64_t max_m, int64_t n, int64_t k, const char* dtypes,
+                          bool accumulate) {
+  ThreadPool pool1(1), pool2(2);
+  for (int trans = 0; trans < 4; ++trans) {
+    const Problem<T, TC> p(max_m, n, k, trans & 1 ? Trans::kT : Trans::kN,
+                           trans & 2 ? Trans::kT : Trans::kN, accumulate, 77 + trans);
+    for (Isa isa : Tiers()) {
+      const KernelCtx ctx1(pool1, isa), ctx2(pool2, isa);
+      const int64_t rows = isa == Isa::kScalar ? max_m / 8 : max_m;
+      const std::string what = Name(p.g, isa, dtypes) + " rows=" + std::to_string(rows);
+      const std::vector<TC> big = p.Rows(ctx2, rows);
+      ExpectSameRows(p.Rows(ctx2, rows), big, what + " (repeated)");
+      ExpectSameRows(p.Rows(ctx1, rows), big, what + " (1 thread)");
+      for (int64_t m : {1, 7, 64}) {
+        ExpectSameRows(p.Rows(ctx1, m), big, what + " M=" + std::to_string(m) + " 1 thread");
+        ExpectSameRows(p.Rows(ctx2, m), big, what + " M=" + std::to_string(m) + " 2 threads");
+      }
+    }
+  }
+}
+
+TEST(Gemm, BatchInvariantOverRowsThreadsAndRepeats) {
+  // The odd shape (K = 517: a tail pair past one bf16 block) uses fewer rows.
+  for (const Shape& s : {Shape{kBigM, 96, 300}, Shape{kBigM / 4, 53, 517}}) {
+    CheckBatchInvariance<float, float>(s.m, s.n, s.k, "f32->f32", false);
+    CheckBatchInvariance<float, float>(s.m, s.n, s.k, "f32->f32", true);
+    CheckBatchInvariance<float, BF16>(s.m, s.n, s.k, "f32->bf16", false);
+    CheckBatchInvariance<BF16, float>(s.m, s.n, s.k, "bf16->f32", false);
+    CheckBatchInvariance<BF16, BF16>(s.m, s.n, s.k, "bf16->bf16", false);
+    CheckBatchInvariance<BF16, BF16>(s.m, s.n, s.k, "bf16->bf16", true);
+  }
+}
+
+// M <= 8 with B = [k, n] streams B unpacked; its rows must equal the packed
+// path's (M = 64) bit for bit, including K tails (odd K: a half bf16 pair).
+template <typename T, typename TC>
+void CheckStreamingEqualsPacked(const char* dtypes) {
+  ThreadPool pool(2);
+  for (const Shape& s : {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513}}) {
+    for (Trans ta : {Trans::kN, Trans::kT}) {
+      for (bool accumulate : {false, true}) {
+        const Problem<T, TC> p(64, s.n, s.k, ta, Trans::kN, accumulate, 500);
+        for (Isa isa : Tiers()) {
+          const KernelCtx ctx(pool, isa);
+          const std::vector<TC> packed = p.Rows(ctx, 64);
+          for (int64_t m = 1; m <= 9; ++m) {
+            ExpectSameRows(p.Rows(ctx, m), packed,
+                           Name(p.g, isa, dtypes) + " M=" + std::to_string(m));
+          }
+        }
+      }
+    }
+  }
+  // B over 8 MiB takes the DRAM-streaming sweep order (row groups, prefetch).
+  const Problem<T, TC> big(64, 2100, 2100, Trans::kN, Trans::kN, true, 501);
+  for (Isa isa : Tiers()) {
+    if (isa == Isa::kScalar) continue;  // one path only
+    const KernelCtx ctx(pool, isa);
+    const std::vector<TC> packed = big.Rows(ctx, 64);
+    for (int64_t m : {1, 3, 8}) {
+      ExpectSameRows(big.Rows(ctx, m), packed, Name(big.g, isa, dtypes) + " M=" + std::to_string(m));
+    }
+  }
+}
+
+TEST(Gemm, SmallMStreamingEqualsPacked) {
+  CheckStreamingEqualsPacked<float, float>("f32->f32");
+  CheckStreamingEqualsPacked<float, BF16>("f32->bf16");
+  CheckStreamingEqualsPacked<BF16, float>("bf16->f32");
+  CheckStreamingEqualsPacked<BF16, BF16>("bf16->bf16");
+}
+
+// Less scratch shrinks the column block and splits a bf16 C's f32 partials
+// into row chunks: neither may change a bit.
+TEST(Gemm, ScratchSizeDoesNotChangeResults) {
+  ThreadPool pool(2);
+  for (Isa isa : Tiers()) {
+    if (isa == Isa::kScalar) continue;  // uses no scratch
+    const KernelCtx big(pool, isa), small(pool, isa, size_t{1} << 20);
+    for (int trans = 0; trans < 4; ++trans) {
+      const Trans ta = trans & 1 ? Trans::kT : Trans::kN, tb = trans & 2 ? Trans::kT : Trans::kN;
+      const Problem<BF16, BF16> p16(700, 1100, 600, ta, tb, true, 900);
+      ExpectSameRows(p16.Rows(small, 700), p16.Rows(big, 700), Name(p16.g, isa, "bf16->bf16"));
+      const Problem<float, float> p32(300, 1100, 600, ta, tb, false, 901);
+      ExpectSameRows(p32.Rows(small, 300), p32.Rows(big, 300), Name(p32.g, isa, "f32->f32"));
+    }
+  }
+}
+
+TEST(Gemm, EmptyDimensions) {
+  ThreadPool pool(2);
+  const KernelCtx ctx(pool);
+  std::vector<float> c = {1, 2, 3, 4, 5, 6};
+  const float a[1] = {7}, b[1] = {8};
+  GemmArgs g{.m = 2, .n = 3, .k = 0};
+  g.accumulate = true;
+  Gemm(ctx, g, a, b, c.data());  // empty sum added: unchanged
+  EXPECT_EQ(c, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  g.accumulate = false;
+  Gemm(ctx, g, a, b, c.data());  // C = empty sum = 0
+  EXPECT_EQ(c, (std::vector<float>(6, 0.0f)));
+  c.assign(6, 9.0f);
+  Gemm(ctx, GemmArgs{.m = 0, .n = 3, .k = 4}, a, b, c.data());
+  Gemm(ctx, GemmArgs{.m = 2, .n = 0, .k = 4}, a, b, c.data());
+  EXPECT_EQ(c, (std::vector<float>(6, 9.0f)));
+}
+
+TEST(GemmDeathTest, ChecksArguments) {
+  ThreadPool pool(1);
+  const KernelCtx ctx(pool);
+  std::vector<float> a(64), b(64), c(64);
+  EXPECT_DEATH(Gemm(ctx, GemmArgs{.m = 4, .n = 4, .k = 4, .lda = 3}, a.data(), b.data(), c.data()),
+               "lda 3 < 4");
+  EXPECT_DEATH(Gemm(ctx, GemmArgs{.m = 4, .n = 4, .k = 4, .trans_b = Trans::kT, .ldb = 2},
+                    a.data(), b.data(), c.data()),
+               "ldb 2 < 4");
+  EXPECT_DEATH(Gemm(ctx, GemmArgs{.m = 4, .n = 4, .k = 4, .ldc = 1}, a.data(), b.data(), c.data()),
+               "ldc 1 < n");
+  EXPECT_DEATH(Gemm(ctx, GemmArgs{.m = -1, .n = 4, .k = 4}, a.data(), b.data(), c.data()),
+               "must be >= 0");
+}
+
+TEST(Gemm, KBlockIsFixedPerTier) {
+  for (Isa isa : Tiers()) {
+    EXPECT_EQ(GemmKBlock(isa, false), 256) << IsaName(isa);
+    const bool native_bf16 = isa == Isa::kAvx512 && GetCpuFeatures().avx512_bf16;
+    EXPECT_EQ(GemmKBlock(isa, true), native_bf16 ? 512 : 256) << IsaName(isa);
+  }
+}
+
+}  // namespace
+}  // namespace anvil::kernels
