@@ -1,0 +1,101 @@
+// Attention block forward/backward (see attention_block.h).
+#include "anvil/model/attention_block.h"
+
+#include "anvil/kernels/attention.h"
+#include "anvil/kernels/norm.h"
+#include "anvil/kernels/rope.h"
+
+namespace anvil::model {
+
+kernels::AttentionDims AttentionDimsOf(const ModelConfig& cfg) {
+  return {.num_heads = static_cast<int>(cfg.n_heads),
+          .num_kv_heads = static_cast<int>(cfg.n_kv_heads),
+          .head_dim = static_cast<int>(cfg.head_dim()),
+          .mask = kernels::AttentionMask::kCausal};
+}
+
+template <typename A>
+void AttentionQkvForward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
+                         const AttentionSaved<A>& saved, const TokenLayout& tok,
+                         const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx) {
+  const int64_t n = tok.n, c = cfg.dim, qkv = cfg.qkv_dim(), hd = cfg.head_dim();
+  NormForward(ctx, n, c, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
+              scratch.norm_f32);
+  LinearForward(ctx, n, c, qkv, saved.xn, w.wqkv, saved.qkv, /*accumulate=*/false);
+  kernels::RopeForward(ctx, tok.rope, n, cfg.n_heads, qkv, tok.positions, 0, saved.qkv);
+  kernels::RopeForward(ctx, tok.rope, n, cfg.n_kv_heads, qkv, tok.positions, 0,
+                       saved.qkv + cfg.n_heads * hd);
+}
+
+template <typename A>
+void AttentionOutForward(const ModelConfig& cfg, const AttentionWeights<A>& w, int64_t n,
+                         const float* x, const A* out, float* y, const kernels::KernelCtx& ctx) {
+  Copy(ctx, x, y, n * cfg.dim);
+  LinearForward(ctx, n, cfg.n_heads * cfg.head_dim(), cfg.dim, out, w.wo, y, /*accumulate=*/true);
+}
+
+template <typename A>
+void AttentionBlockForward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
+                           float* y, const AttentionSaved<A>& saved, const TokenLayout& tok,
+                           const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx) {
+  const int64_t qkv = cfg.qkv_dim(), hd = cfg.head_dim();
+  AttentionQkvForward(cfg, w, x, saved, tok, scratch, ctx);
+  constexpr DType dt = kActDType<A>;
+  kernels::AttentionForward(ctx, AttentionDimsOf(cfg), tok.cu_seqlens,
+                            {saved.qkv, dt, qkv}, {saved.qkv + cfg.n_heads * hd, dt, qkv},
+                            {saved.qkv + (cfg.n_heads + cfg.n_kv_heads) * hd, dt, qkv},
+                            {saved.out, dt, 0}, saved.lse);
+  if (y != nullptr) AttentionOutForward(cfg, w, tok.n, x, saved.out, y, ctx);
+}
+
+template <typename A>
+void AttentionBlockBackward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
+                            const AttentionSaved<A>& saved, float* d, const AttentionGrads& grads,
+                            const TokenLayout& tok, const BlockScratch<A>& scratch,
+                            const kernels::KernelCtx& ctx) {
+  const int64_t n = tok.n, c = cfg.dim, qkv = cfg.qkv_dim(), hd = cfg.head_dim();
+  const int64_t attn = cfg.n_heads * hd;
+  constexpr DType dt = kActDType<A>;
+  // O projection: y = x + out · wo.
+  const A* dy = AsAct(ctx, d, scratch.dy_act, n * c);
+  LinearBackwardWeight(ctx, n, attn, c, saved.out, dy, grads.wo);
+  LinearBackwardData(ctx, n, attn, c, dy, w.wo, scratch.d_attn_out);
+  // FlashAttention (recomputes the probabilities from q, k and lse).
+  float* dq = scratch.dqkv;
+  float* dk = dq + attn;
+  float* dv = dk + cfg.n_kv_heads * hd;
+  kernels::AttentionBackward(ctx, AttentionDimsOf(cfg), tok.cu_seqlens, {saved.qkv, dt, qkv},
+                             {saved.qkv + attn, dt, qkv},
+                             {saved.qkv + attn + cfg.n_kv_heads * hd, dt, qkv},
+                             {saved.out, dt, 0}, {scratch.d_attn_out, DType::kF32, 0}, saved.lse,
+                             {dq, qkv}, {dk, qkv}, {dv, qkv});
+  kernels::RopeBackward(ctx, tok.rope, n, cfg.n_heads, qkv, tok.positions, 0, dq);
+  kernels::RopeBackward(ctx, tok.rope, n, cfg.n_kv_heads, qkv, tok.positions, 0, dk);
+  // QKV projection.
+  const A* dqkv = AsAct(ctx, scratch.dqkv, scratch.dqkv_act, n * qkv);
+  LinearBackwardWeight(ctx, n, c, qkv, saved.xn, dqkv, grads.wqkv);
+  LinearBackwardData(ctx, n, c, qkv, dqkv, w.wqkv, scratch.dxn);
+  // RMSNorm, then the residual: d_x = d_y + d_norm.
+  kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, scratch.dxn, grads.norm);
+  AddInPlace(ctx, d, scratch.dxn, n * c);
+}
+
+#define ANVIL_INSTANTIATE(A)                                                                   \
+  template void AttentionQkvForward(const ModelConfig&, const AttentionWeights<A>&,            \
+                                    const float*, const AttentionSaved<A>&, const TokenLayout&, \
+                                    const BlockScratch<A>&, const kernels::KernelCtx&);        \
+  template void AttentionOutForward(const ModelConfig&, const AttentionWeights<A>&, int64_t,   \
+                                    const float*, const A*, float*, const kernels::KernelCtx&); \
+  template void AttentionBlockForward(const ModelConfig&, const AttentionWeights<A>&,          \
+                                      const float*, float*, const AttentionSaved<A>&,          \
+                                      const TokenLayout&, const BlockScratch<A>&,              \
+                                      const kernels::KernelCtx&);                              \
+  template void AttentionBlockBackward(const ModelConfig&, const AttentionWeights<A>&,         \
+                                       const float*, const AttentionSaved<A>&, float*,         \
+                                       const AttentionGrads&, const TokenLayout&,              \
+                                       const BlockScratch<A>&, const kernels::KernelCtx&);
+ANVIL_INSTANTIATE(float)
+ANVIL_INSTANTIATE(BF16)
+#undef ANVIL_INSTANTIATE
+
+}  // namespace anvil::model

@@ -1,0 +1,147 @@
+// Decoder: KV-cache prefill and steps over the training blocks' pieces.
+#include "anvil/model/decode.h"
+
+#include <cstring>
+
+#include "anvil/kernels/attention.h"
+#include "anvil/model/embedding_block.h"
+
+namespace anvil::model {
+
+Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows)
+    : model_(model), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
+  const ModelConfig& cfg = model.config();
+  CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
+  CHECK(max_len > 0 && max_len <= cfg.max_seq_len) << "max_len " << max_len
+                                                   << " beyond model.max_seq_len";
+  lengths_.assign(max_seqs, 0);
+  row_seq_.resize(max_rows);
+  positions_.resize(max_rows);
+  const bool bf16 = model.options().precision == Precision::kBF16;
+  const size_t elem = bf16 ? sizeof(BF16) : sizeof(float);
+  cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * cfg.n_kv_heads *
+                         cfg.head_dim() * elem);
+  // Scratch: carve once with a counter to size the arena, then for real.
+  auto carve_all = [&](auto&& alloc) {
+    if (bf16) {
+      Carve(alloc, scratch_bf16_);
+    } else {
+      Carve(alloc, scratch_f32_);
+    }
+  };
+  size_t bytes = 0;
+  carve_all([&](size_t b) -> std::byte* {
+    bytes += AlignUp(b);
+    return nullptr;
+  });
+  arena_ = Arena(bytes, "decode");
+  carve_all([&](size_t b) { return arena_.Allocate(b); });
+}
+
+template <typename Alloc, typename A>
+void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
+  const ModelConfig& cfg = model_.config();
+  const int64_t r = max_rows_, c = cfg.dim, f = cfg.ffn_dim;
+  auto f32 = [&](int64_t n) { return reinterpret_cast<float*>(alloc(n * sizeof(float))); };
+  auto act = [&](int64_t n) { return reinterpret_cast<A*>(alloc(n * sizeof(A))); };
+  s.x = f32(r * c);
+  s.y = f32(r * c);
+  s.attn = {f32(r), act(r * c), act(r * cfg.qkv_dim()), act(r * cfg.n_heads * cfg.head_dim()),
+            f32(cfg.n_heads * r)};
+  s.mlp = {f32(r), act(r * c), act(r * 2 * f), act(r * f)};
+  s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
+  s.block.norm_f32 = f32(r * c);
+}
+
+template <typename A>
+A* Decoder::Cache(int layer, int kv, int64_t seq) {
+  const ModelConfig& cfg = model_.config();
+  const int64_t row = cfg.n_kv_heads * cfg.head_dim();
+  return reinterpret_cast<A*>(cache_.data()) +
+         (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * max_len_) * row;
+}
+
+void Decoder::Reset() { lengths_.assign(max_seqs_, 0); }
+void Decoder::Reset(int64_t seq) { lengths_[seq] = 0; }
+
+template <typename A>
+void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
+                  float* logits) {
+  const ModelConfig& cfg = model_.config();
+  Scratch<A>* sp;
+  if constexpr (std::is_same_v<A, float>) {
+    sp = &scratch_f32_;
+  } else {
+    sp = &scratch_bf16_;
+  }
+  Scratch<A>& s = *sp;
+  const int64_t qkv = cfg.qkv_dim(), hd = cfg.head_dim();
+  const int64_t q_cols = cfg.n_heads * hd, kv_cols = cfg.n_kv_heads * hd;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t seq = row_seq_[r];
+    const int64_t pos = (r > 0 && row_seq_[r - 1] == seq) ? positions_[r - 1] + 1 : lengths_[seq];
+    CHECK_LT(pos, max_len_) << "sequence " << seq << " is full (" << max_len_ << " positions)";
+    positions_[r] = static_cast<int32_t>(pos);
+  }
+  TokenLayout tok;
+  tok.n = n;
+  tok.positions = positions_.data();
+  tok.rope = model_.rope();
+  constexpr DType dt = kActDType<A>;
+  const kernels::AttentionDims dims = AttentionDimsOf(cfg);
+  float* x = s.x;
+  float* y = s.y;
+  EmbeddingBlockForward(cfg, model_.weight_view().embed, n, tokens.data(), x, ctx);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const AttentionWeights<A> aw = model_.AttentionWeightsOf<A>(l);
+    AttentionQkvForward(cfg, aw, x, s.attn, tok, s.block, ctx);
+    for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
+      const A* src = s.attn.qkv + r * qkv + q_cols;
+      std::memcpy(Cache<A>(l, 0, row_seq_[r]) + positions_[r] * kv_cols, src, kv_cols * sizeof(A));
+      std::memcpy(Cache<A>(l, 1, row_seq_[r]) + positions_[r] * kv_cols, src + kv_cols,
+                  kv_cols * sizeof(A));
+    }
+    for (int64_t r0 = 0; r0 < n;) {  // one AttentionDecode per run of rows of a sequence
+      int64_t r1 = r0 + 1;
+      while (r1 < n && row_seq_[r1] == row_seq_[r0]) ++r1;
+      const int64_t seq = row_seq_[r0];
+      kernels::AttentionDecode(ctx, dims, positions_[r0], r1 - r0,
+                               {s.attn.qkv + r0 * qkv, dt, qkv},
+                               {Cache<A>(l, 0, seq), dt, kv_cols}, {Cache<A>(l, 1, seq), dt, kv_cols},
+                               {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
+      r0 = r1;
+    }
+    AttentionOutForward(cfg, aw, n, x, s.attn.out, y, ctx);
+    MlpBlockForward(cfg, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, s.block, ctx);
+  }
+  HeadSaved<A> head = s.head;
+  head.logits = logits;
+  HeadLogits(cfg, model_.HeadWeightsOf<A>(), n, x, head, s.block, ctx);
+  for (int64_t r = 0; r < n; ++r) lengths_[row_seq_[r]] = positions_[r] + 1;
+}
+
+void Decoder::Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const int32_t> tokens,
+                     float* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  CHECK(seq >= 0 && seq < max_seqs_) << "sequence " << seq;
+  CHECK(n > 0 && n <= max_rows_) << n << " tokens: the decoder takes 1.." << max_rows_;
+  for (int64_t r = 0; r < n; ++r) row_seq_[r] = seq;
+  if (model_.options().precision == Precision::kF32) {
+    Run<float>(ctx, n, tokens, logits);
+  } else {
+    Run<BF16>(ctx, n, tokens, logits);
+  }
+}
+
+void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int32_t> tokens, float* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  CHECK(n > 0 && n <= max_rows_ && n <= max_seqs_) << n << " sequences";
+  for (int64_t r = 0; r < n; ++r) row_seq_[r] = r;
+  if (model_.options().precision == Precision::kF32) {
+    Run<float>(ctx, n, tokens, logits);
+  } else {
+    Run<BF16>(ctx, n, tokens, logits);
+  }
+}
+
+}  // namespace anvil::model

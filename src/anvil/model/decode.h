@@ -1,0 +1,70 @@
+// Incremental decoding with a KV cache: prefill a prompt, then append tokens
+// one at a time (or one per sequence, batched), getting logits. It runs the
+// training forward's kernels on the same weights (GEMM, RMSNorm, RoPE,
+// SwiGLU) and kernels::AttentionDecode on the cache, so every logit is bitwise
+// equal to Llama::Logits on the whole sequence (DESIGN.md contract 3).
+// Sizes are fixed at construction; a call allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/arena.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/llama.h"
+
+namespace anvil::model {
+
+class Decoder {
+ public:
+  // A cache for `max_seqs` sequences of up to `max_len` positions (<=
+  // model.max_seq_len) and scratch for up to `max_rows` token rows per call.
+  // The model's weights are read at each call (they may change in between).
+  Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows);
+
+  void Reset();  // every sequence empty
+  void Reset(int64_t seq);
+  int64_t length(int64_t seq) const { return lengths_[seq]; }
+
+  // Appends `tokens` (a prompt, a chunk of one, or one token) to sequence
+  // `seq`; logits [tokens.size(), V] for the appended positions.
+  void Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const int32_t> tokens,
+              float* logits);
+  // One token for each sequence 0..tokens.size()-1 in one batched pass;
+  // logits [tokens.size(), V].
+  void Step(const kernels::KernelCtx& ctx, std::span<const int32_t> tokens, float* logits);
+
+ private:
+  template <typename A>
+  struct Scratch {
+    float* x = nullptr;  // [R, C]
+    float* y = nullptr;  // [R, C]
+    AttentionSaved<A> attn;
+    MlpSaved<A> mlp;
+    HeadSaved<A> head;
+    BlockScratch<A> block;
+  };
+  template <typename Alloc, typename A>
+  void Carve(Alloc&& alloc, Scratch<A>& s);
+  // Rows r of seqs[r] at positions lengths + (index within the run of equal
+  // seqs); rows of one sequence are consecutive.
+  template <typename A>
+  void Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
+           float* logits);
+  template <typename A>
+  A* Cache(int layer, int kv, int64_t seq);  // [max_len, NKV*HD]
+
+  const Llama& model_;
+  int64_t max_seqs_, max_len_, max_rows_;
+  std::vector<int64_t> lengths_;
+  std::vector<int64_t> row_seq_;     // [R]
+  std::vector<int32_t> positions_;   // [R]
+  AlignedBuffer cache_;              // [L, 2, S, max_len, NKV*HD] of A
+  Arena arena_;
+  Scratch<float> scratch_f32_;
+  Scratch<BF16> scratch_bf16_;
+};
+
+}  // namespace anvil::model

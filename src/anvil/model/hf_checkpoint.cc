@@ -1,0 +1,201 @@
+// Hugging Face Llama checkpoint export/import (see hf_checkpoint.h).
+#include "anvil/model/hf_checkpoint.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "anvil/core/file_util.h"
+#include "anvil/io/safetensors.h"
+
+namespace anvil::model {
+namespace {
+
+// How one HF tensor maps onto our layout: columns [col, col + cols) of the
+// stored [rows, ld] tensor at `offset`, transposed (HF [cols, rows]) or not.
+struct HfSlot {
+  std::string name;
+  int64_t offset = 0;
+  int64_t rows = 0;
+  int64_t ld = 0;
+  int64_t col = 0;
+  int64_t cols = 0;
+  bool transpose = false;
+  bool is_vector = false;  // a norm weight: HF shape [C]
+  std::vector<int64_t> hf_shape() const {
+    if (is_vector) return {cols};
+    return transpose ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{rows, cols};
+  }
+};
+
+std::vector<HfSlot> Slots(const LlamaParams& params) {
+  const ModelConfig& cfg = params.config();
+  const int64_t hd = cfg.head_dim(), q = cfg.n_heads * hd, kv = cfg.n_kv_heads * hd;
+  const int64_t c = cfg.dim, f = cfg.ffn_dim;
+  std::vector<HfSlot> slots;
+  for (const ParamInfo& p : params.params()) {
+    const std::string l = fmt::format("model.layers.{}.", p.layer);
+    const int64_t rows = p.shape[0], ld = p.shape.size() > 1 ? p.shape[1] : 1;
+    auto plain = [&](std::string name) {
+      slots.push_back({std::move(name), p.offset, rows, ld, 0, ld, false});
+    };
+    auto vector = [&](std::string name) {
+      slots.push_back({std::move(name), p.offset, 1, p.numel, 0, p.numel, false, true});
+    };
+    auto block = [&](std::string name, int64_t col, int64_t cols) {
+      slots.push_back({std::move(name), p.offset, rows, ld, col, cols, true});
+    };
+    switch (p.kind) {
+      case ParamKind::kEmbed: plain("model.embed_tokens.weight"); break;
+      case ParamKind::kAttnNorm: vector(l + "input_layernorm.weight"); break;
+      case ParamKind::kWqkv:
+        block(l + "self_attn.q_proj.weight", 0, q);
+        block(l + "self_attn.k_proj.weight", q, kv);
+        block(l + "self_attn.v_proj.weight", q + kv, kv);
+        break;
+      case ParamKind::kWo: block(l + "self_attn.o_proj.weight", 0, c); break;
+      case ParamKind::kMlpNorm: vector(l + "post_attention_layernorm.weight"); break;
+      case ParamKind::kWGateUp:
+        block(l + "mlp.gate_proj.weight", 0, f);
+        block(l + "mlp.up_proj.weight", f, f);
+        break;
+      case ParamKind::kWDown: block(l + "mlp.down_proj.weight", 0, c); break;
+      case ParamKind::kFinalNorm: vector("model.norm.weight"); break;
+      case ParamKind::kLmHead: plain("lm_head.weight"); break;
+    }
+  }
+  return slots;
+}
+
+}  // namespace
+
+std::vector<HfTensor> ToHfTensors(const LlamaParams& params, std::span<const float> buffer) {
+  CHECK_EQ(static_cast<int64_t>(buffer.size()), params.size()) << "buffer of another layout";
+  std::vector<HfTensor> out;
+  for (const HfSlot& s : Slots(params)) {
+    HfTensor t{s.name, s.hf_shape(), std::vector<float>(s.rows * s.cols)};
+    const float* src = buffer.data() + s.offset;
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (int64_t j = 0; j < s.cols; ++j) {
+        const float v = src[r * s.ld + s.col + j];
+        if (s.transpose) {
+          t.data[j * s.rows + r] = v;
+        } else {
+          t.data[r * s.cols + j] = v;
+        }
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string HfConfigJson(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["hidden_size"] = c.dim;
+  j["intermediate_size"] = c.ffn_dim;
+  j["num_attention_heads"] = c.n_heads;
+  j["num_key_value_heads"] = c.n_kv_heads;
+  j["num_hidden_layers"] = c.n_layers;
+  j["vocab_size"] = c.vocab_size;
+  j["rms_norm_eps"] = c.norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["max_position_embeddings"] = c.max_seq_len;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["hidden_act"] = "silu";
+  j["initializer_range"] = c.init_std;
+  j["torch_dtype"] = "float32";
+  return j.dump(2) + "\n";
+}
+
+Result<ModelConfig> ReadHfConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  ModelConfig c;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    auto get_int = [&](const char* key, int64_t& v) {
+      if (!j.contains(key)) throw std::runtime_error(fmt::format("missing key \"{}\"", key));
+      v = j.at(key).get<int64_t>();
+    };
+    get_int("hidden_size", c.dim);
+    get_int("intermediate_size", c.ffn_dim);
+    get_int("num_attention_heads", c.n_heads);
+    c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
+    get_int("num_hidden_layers", c.n_layers);
+    get_int("vocab_size", c.vocab_size);
+    c.norm_eps = j.value("rms_norm_eps", 1e-6);
+    c.rope_theta = j.value("rope_theta", 10000.0);
+    get_int("max_position_embeddings", c.max_seq_len);
+    c.tie_embeddings = j.value("tie_word_embeddings", false);
+    c.init_std = j.value("initializer_range", 0.02);
+  } catch (const std::exception& e) {
+    return InvalidArgument(fmt::format("{}: not a Llama config.json: {}", path, e.what()));
+  }
+  Status s = c.Validate();
+  if (!s.ok()) return s.WithContext(path);
+  return c;
+}
+
+Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params) {
+  RETURN_IF_ERROR(MakeDirectories(dir));
+  const std::vector<HfTensor> tensors = ToHfTensors(params, params.weights());
+  std::vector<io::TensorRef> refs;
+  for (const HfTensor& t : tensors) refs.push_back({t.name, DType::kF32, t.shape, t.data.data()});
+  RETURN_IF_ERROR(io::WriteSafetensors(dir + "/model.safetensors", refs, {{"format", "pt"}}));
+  return WriteFileAtomic(dir + "/config.json", HfConfigJson(params.config()));
+}
+
+Status LoadHfCheckpoint(const std::string& dir, LlamaParams& params) {
+  const std::string config_path = dir + "/config.json";
+  ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(config_path));
+  const ModelConfig& want = params.config();
+  auto mismatch = [&](const char* key, auto got, auto expected) {
+    return InvalidArgument(fmt::format("{}: {} is {} but the model has {}", config_path, key, got,
+                                       expected));
+  };
+  if (c.dim != want.dim) return mismatch("hidden_size", c.dim, want.dim);
+  if (c.ffn_dim != want.ffn_dim) return mismatch("intermediate_size", c.ffn_dim, want.ffn_dim);
+  if (c.n_heads != want.n_heads) return mismatch("num_attention_heads", c.n_heads, want.n_heads);
+  if (c.n_kv_heads != want.n_kv_heads) {
+    return mismatch("num_key_value_heads", c.n_kv_heads, want.n_kv_heads);
+  }
+  if (c.n_layers != want.n_layers) return mismatch("num_hidden_layers", c.n_layers, want.n_layers);
+  if (c.vocab_size != want.vocab_size) return mismatch("vocab_size", c.vocab_size, want.vocab_size);
+  if (c.tie_embeddings != want.tie_embeddings) {
+    return mismatch("tie_word_embeddings", c.tie_embeddings, want.tie_embeddings);
+  }
+
+  const std::string path = dir + "/model.safetensors";
+  ASSIGN_OR_RETURN(io::SafetensorsFile file, io::SafetensorsFile::Read(path));
+  const std::vector<HfSlot> slots = Slots(params);
+  std::set<std::string> expected;
+  for (const HfSlot& s : slots) expected.insert(s.name);
+  for (const auto& [name, entry] : file.entries()) {
+    if (expected.count(name) == 0) {
+      return InvalidArgument(fmt::format("{}: unexpected tensor '{}' (not part of this model{})",
+                                         path, name,
+                                         name == "lm_head.weight" ? ": the config ties embeddings"
+                                                                  : ""));
+    }
+  }
+  float* w = params.weights().data();
+  std::memset(w, 0, params.size() * sizeof(float));  // alignment padding stays 0
+  for (const HfSlot& s : slots) {
+    ASSIGN_OR_RETURN(const void* data, file.Get(s.name, DType::kF32, s.hf_shape()));
+    const auto* bytes = static_cast<const std::byte*>(data);
+    float* dst = w + s.offset;
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (int64_t j = 0; j < s.cols; ++j) {
+        const int64_t src = s.transpose ? j * s.rows + r : r * s.cols + j;
+        std::memcpy(&dst[r * s.ld + s.col + j], bytes + src * sizeof(float), sizeof(float));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace anvil::model

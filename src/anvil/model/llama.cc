@@ -1,0 +1,229 @@
+// Llama: the activation store and the step (forward, backward with the
+// recompute policy, evaluation). The blocks hold the math; this file only
+// wires buffers and walks the layers, backward mirroring forward.
+#include "anvil/model/llama.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+
+#include "anvil/kernels/attention.h"
+#include "anvil/model/embedding_block.h"
+
+namespace anvil::model {
+
+Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
+             const kernels::KernelCtx& ctx)
+    : config_(config),
+      options_(options),
+      params_(config, options.precision == Precision::kBF16) {
+  if (options_.max_seq_len == 0) options_.max_seq_len = config.max_seq_len;
+  CHECK_GT(options_.max_batch, 0) << "max_batch";
+  CHECK(options_.max_seq_len > 0 && options_.max_seq_len <= config.max_seq_len)
+      << "max_seq_len " << options_.max_seq_len << " must be in [1, model.max_seq_len = "
+      << config.max_seq_len << "]";
+  CHECK_GE(ctx.scratch_bytes(), kernels::AttentionScratchBytes(AttentionDimsOf(config)))
+      << "the kernel context's per-thread scratch is too small for attention";
+  max_tokens_ = options_.max_batch * options_.max_seq_len;
+  w_ = params_.View(static_cast<const float*>(params_.weights().data()));
+  g_ = params_.GradView();
+  if (params_.has_bf16()) wb_ = params_.View(static_cast<const BF16*>(params_.bf16().data()));
+
+  rope_storage_ = AlignedBuffer(
+      kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) * sizeof(float));
+  rope_ = kernels::RopeBuildTable(ctx, config.max_seq_len, config.head_dim(), config.rope_theta,
+                                  reinterpret_cast<float*>(rope_storage_.data()));
+  cu_seqlens_.resize(max_tokens_ + 1);
+  positions_.resize(max_tokens_);
+
+  // Size the arena by carving once with a counter, then carve for real.
+  auto carve_all = [&](auto&& alloc) {
+    if (options_.precision == Precision::kF32) {
+      Carve(alloc, store_f32_);
+    } else {
+      Carve(alloc, store_bf16_);
+    }
+  };
+  size_t bytes = 0;
+  carve_all([&](size_t b) -> std::byte* {
+    bytes += AlignUp(b);
+    return nullptr;
+  });
+  arena_ = Arena(bytes, "activations");
+  carve_all([&](size_t b) { return arena_.Allocate(b); });
+}
+
+template <typename Alloc, typename A>
+void Llama::Carve(Alloc&& alloc, Store<A>& s) const {
+  const int64_t n = max_tokens_, c = config_.dim, f = config_.ffn_dim, v = config_.vocab_size;
+  const int64_t qkv = config_.qkv_dim(), attn = config_.n_heads * config_.head_dim();
+  const int64_t layers = config_.n_layers;
+  const bool bf16 = options_.precision == Precision::kBF16;
+  auto f32 = [&](int64_t count) { return reinterpret_cast<float*>(alloc(count * sizeof(float))); };
+  auto act = [&](int64_t count) { return reinterpret_cast<A*>(alloc(count * sizeof(A))); };
+  auto new_attn = [&] {
+    return AttentionSaved<A>{f32(n), act(n * c), act(n * qkv), act(n * attn),
+                             f32(config_.n_heads * n)};
+  };
+  s.resid.resize(2 * layers + 1);
+  for (float*& r : s.resid) r = f32(n * c);
+  s.attn.resize(layers);
+  s.mlp.resize(layers);
+  const Recompute policy = options_.recompute;
+  for (int64_t l = 0; l < layers; ++l) {
+    const bool own = policy != Recompute::kFull || l == 0;
+    s.attn[l] = own ? new_attn() : s.attn[0];
+    if (own) {
+      s.mlp[l].rstd = f32(n);
+      s.mlp[l].xn = act(n * c);
+      s.mlp[l].gate_up = act(n * 2 * f);
+    } else {
+      s.mlp[l] = s.mlp[0];
+    }
+    s.mlp[l].h = (policy == Recompute::kNone || l == 0) ? act(n * f) : s.mlp[0].h;
+  }
+  s.head = {f32(n), act(n * c), f32(n * v), f32(n), f32(n), bf16 ? act(n * v) : nullptr};
+  s.scratch = {bf16 ? f32(n * c) : nullptr, bf16 ? act(n * c) : nullptr, f32(n * c),
+               f32(n * attn), f32(n * qkv), bf16 ? act(n * qkv) : nullptr, act(n * f),
+               act(n * 2 * f)};
+  s.d_resid = f32(n * c);
+}
+
+template <>
+Llama::Store<float>& Llama::store<float>() { return store_f32_; }
+template <>
+Llama::Store<BF16>& Llama::store<BF16>() { return store_bf16_; }
+
+template <>
+AttentionWeights<float> Llama::AttentionWeightsOf<float>(int l) const {
+  return {w_.layers[l].attn_norm, w_.layers[l].wqkv, w_.layers[l].wo};
+}
+template <>
+AttentionWeights<BF16> Llama::AttentionWeightsOf<BF16>(int l) const {
+  return {w_.layers[l].attn_norm, wb_.layers[l].wqkv, wb_.layers[l].wo};
+}
+template <>
+MlpWeights<float> Llama::MlpWeightsOf<float>(int l) const {
+  return {w_.layers[l].mlp_norm, w_.layers[l].w_gate_up, w_.layers[l].w_down};
+}
+template <>
+MlpWeights<BF16> Llama::MlpWeightsOf<BF16>(int l) const {
+  return {w_.layers[l].mlp_norm, wb_.layers[l].w_gate_up, wb_.layers[l].w_down};
+}
+template <>
+HeadWeights<float> Llama::HeadWeightsOf<float>() const { return {w_.final_norm, w_.lm_head}; }
+template <>
+HeadWeights<BF16> Llama::HeadWeightsOf<BF16>() const { return {w_.final_norm, wb_.lm_head}; }
+
+void Llama::InitWeights(const kernels::KernelCtx& ctx, uint64_t seed) { params_.Init(ctx, seed); }
+
+TokenLayout Llama::Layout(const Batch& batch) {
+  const int64_t n = batch.n();
+  CHECK(n > 0 && n <= max_tokens_) << "batch of " << batch.rows << " x " << batch.seq_len
+                                   << " tokens exceeds the model's max_batch x max_seq_len = "
+                                   << max_tokens_;
+  CHECK_EQ(static_cast<int64_t>(batch.tokens.size()), n) << "batch.tokens";
+  TokenLayout tok;
+  tok.n = n;
+  tok.rope = rope_;
+  if (batch.cu_seqlens.empty()) {
+    CHECK(batch.positions.empty()) << "positions without cu_seqlens";
+    CHECK_LE(batch.seq_len, config_.max_seq_len) << "seq_len beyond model.max_seq_len";
+    for (int64_t b = 0; b <= batch.rows; ++b) cu_seqlens_[b] = static_cast<int32_t>(b * batch.seq_len);
+    for (int64_t t = 0; t < n; ++t) positions_[t] = static_cast<int32_t>(t % batch.seq_len);
+    tok.cu_seqlens = std::span<const int32_t>(cu_seqlens_.data(), batch.rows + 1);
+    tok.positions = positions_.data();
+  } else {
+    CHECK_EQ(static_cast<int64_t>(batch.positions.size()), n) << "batch.positions";
+    CHECK(batch.cu_seqlens.front() == 0 && batch.cu_seqlens.back() == n)
+        << "cu_seqlens must run from 0 to N = " << n;
+    tok.cu_seqlens = batch.cu_seqlens;
+    tok.positions = batch.positions.data();
+  }
+  return tok;
+}
+
+template <typename A>
+LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward,
+                     float loss_scale, float* logits_out) {
+  const TokenLayout tok = Layout(batch);
+  const int64_t n = tok.n;
+  const int layers = static_cast<int>(config_.n_layers);
+  const int32_t* targets = batch.targets.data();
+  if (logits_out == nullptr) CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
+  Store<A>& s = store<A>();
+  const HeadWeights<A> hw = HeadWeightsOf<A>();
+  EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), s.resid[0], ctx);
+
+  if (!backward) {  // Evaluation: layer 0's buffers for every layer, residual ping-pong.
+    float* x = s.resid[0];
+    float* y = s.resid[1];
+    for (int l = 0; l < layers; ++l) {
+      AttentionBlockForward(config_, AttentionWeightsOf<A>(l), x, y, s.attn[0], tok, s.scratch, ctx);
+      MlpBlockForward(config_, MlpWeightsOf<A>(l), n, y, x, s.mlp[0], s.scratch, ctx);
+    }
+    if (logits_out != nullptr) {
+      HeadLogits(config_, hw, n, x, s.head, s.scratch, ctx);
+      Copy(ctx, s.head.logits, logits_out, n * config_.vocab_size);
+      return {};
+    }
+    const auto xs = HeadForward(config_, hw, n, x, targets, s.head, s.scratch, ctx);
+    return {xs.loss_sum, xs.valid_rows};
+  }
+
+  for (int l = 0; l < layers; ++l) {
+    AttentionBlockForward(config_, AttentionWeightsOf<A>(l), s.resid[2 * l], s.resid[2 * l + 1],
+                          s.attn[l], tok, s.scratch, ctx);
+    MlpBlockForward(config_, MlpWeightsOf<A>(l), n, s.resid[2 * l + 1], s.resid[2 * l + 2],
+                    s.mlp[l], s.scratch, ctx);
+  }
+  const auto xs = HeadForward(config_, hw, n, s.resid[2 * layers], targets, s.head, s.scratch, ctx);
+  if (loss_scale <= 0.0f) {
+    loss_scale = xs.valid_rows > 0 ? static_cast<float>(1.0 / static_cast<double>(xs.valid_rows))
+                                   : 0.0f;
+  }
+
+  // Backward, the forward's mirror image.
+  HeadBackward(config_, hw, n, s.resid[2 * layers], targets, loss_scale, s.head, s.d_resid,
+               HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+  for (int l = layers - 1; l >= 0; --l) {
+    const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
+    const MlpWeights<A> mw = MlpWeightsOf<A>(l);
+    if (options_.recompute == Recompute::kFull) {
+      AttentionBlockForward(config_, aw, s.resid[2 * l], nullptr, s.attn[l], tok, s.scratch, ctx);
+      MlpBlockForward(config_, mw, n, s.resid[2 * l + 1], nullptr, s.mlp[l], s.scratch, ctx);
+    } else if (options_.recompute == Recompute::kSelective) {
+      MlpRecomputeH(config_, n, s.mlp[l], ctx);
+    }
+    const LayerView<float>& gl = g_.layers[l];
+    MlpBlockBackward(config_, mw, n, s.resid[2 * l + 1], s.mlp[l], s.d_resid,
+                     MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, s.scratch, ctx);
+    AttentionBlockBackward(config_, aw, s.resid[2 * l], s.attn[l], s.d_resid,
+                           AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, s.scratch, ctx);
+  }
+  EmbeddingBlockBackward(config_, n, batch.tokens.data(), s.d_resid, g_.embed, ctx);
+  return {xs.loss_sum, xs.valid_rows};
+}
+
+LossStats Llama::ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch,
+                                 float loss_scale) {
+  return options_.precision == Precision::kF32
+             ? Run<float>(ctx, batch, true, loss_scale, nullptr)
+             : Run<BF16>(ctx, batch, true, loss_scale, nullptr);
+}
+
+LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch) {
+  return options_.precision == Precision::kF32 ? Run<float>(ctx, batch, false, 0.0f, nullptr)
+                                               : Run<BF16>(ctx, batch, false, 0.0f, nullptr);
+}
+
+void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits) {
+  CHECK(logits != nullptr);
+  if (options_.precision == Precision::kF32) {
+    Run<float>(ctx, batch, false, 0.0f, logits);
+  } else {
+    Run<BF16>(ctx, batch, false, 0.0f, logits);
+  }
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,144 @@
+// The Llama model for training: embedding, L x (attention block, MLP block),
+// final norm + LM head + cross-entropy, each with an explicit backward.
+// Parameters live in LlamaParams' flat buffers; activations in one arena sized
+// from config x (max B, max T) at construction, so a step allocates nothing.
+// Parameter grads accumulate (+=): gradient accumulation is repeated calls.
+//
+// Precision: f32 runs everything in f32. bf16 feeds GEMMs and attention bf16
+// operands (the bf16 weight shadow, bf16 activations/activation grads at GEMM
+// inputs) with f32 accumulation; norms, softmax, the residual stream and its
+// grad, the loss and every parameter grad stay f32.
+// Recompute: none keeps every activation backward reads; selective drops the
+// SwiGLU output h (rebuilt from gate_up; attention probabilities are never
+// stored in any mode: FlashAttention recomputes them); full keeps only each
+// block's input (the residual stream) and re-runs the layer's forward in
+// backward. All three give bitwise the same losses and grads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/arena.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/kernels/rope.h"
+#include "anvil/model/attention_block.h"
+#include "anvil/model/config.h"
+#include "anvil/model/head_block.h"
+#include "anvil/model/mlp_block.h"
+#include "anvil/model/weights.h"
+
+namespace anvil::model {
+
+// A micro-batch of B rows of T tokens, flattened to N = B*T token rows.
+// Fixed windows: leave cu_seqlens and positions empty (each row is one
+// sequence at positions 0..T-1). Packed documents: cu_seqlens [docs + 1]
+// (FA2 style over the N flattened rows; 0 first, N last; documents may cross
+// rows) and positions [N] (RoPE position of each token, restarting per document).
+struct Batch {
+  int64_t rows = 0;     // B
+  int64_t seq_len = 0;  // T
+  std::span<const int32_t> tokens;      // [N] input ids
+  std::span<const int32_t> targets;     // [N] next-token ids, kIgnoreIndex = no loss
+  std::span<const int32_t> cu_seqlens;  // [docs + 1] or empty
+  std::span<const int32_t> positions;   // [N] or empty
+  int64_t n() const { return rows * seq_len; }
+};
+
+struct LossStats {
+  double loss_sum = 0;  // sum of per-token cross-entropy over counted targets
+  int64_t tokens = 0;   // targets that are not kIgnoreIndex
+  double mean() const { return tokens > 0 ? loss_sum / static_cast<double>(tokens) : 0.0; }
+};
+
+struct LlamaOptions {
+  Precision precision = Precision::kF32;
+  Recompute recompute = Recompute::kNone;
+  int64_t max_batch = 1;    // most rows B of a call
+  int64_t max_seq_len = 0;  // most tokens T per row; 0 = config.max_seq_len
+};
+
+class Llama {
+ public:
+  // Allocates parameters and the activation arena (pages untouched until used).
+  // `ctx` builds the RoPE table; its per-thread scratch must hold the attention
+  // kernels' blocks (CHECKed).
+  Llama(const ModelConfig& config, const LlamaOptions& options, const kernels::KernelCtx& ctx);
+
+  const ModelConfig& config() const { return config_; }
+  const LlamaOptions& options() const { return options_; }
+  LlamaParams& params() { return params_; }
+  const LlamaParams& params() const { return params_; }
+
+  // LlamaParams::Init (documented there), shadow included.
+  void InitWeights(const kernels::KernelCtx& ctx, uint64_t seed);
+  void ZeroGrads(const kernels::KernelCtx& ctx) { params_.ZeroGrads(ctx); }
+  // Rewrites the bf16 shadow from the master weights (after a load or an
+  // optimizer step that did not write it; kernels::AdamWUpdate can write it in
+  // the same pass through params().bf16()).
+  void RefreshBf16Weights(const kernels::KernelCtx& ctx) { params_.RefreshBf16(ctx); }
+
+  // Forward and backward of one micro-batch. grads += d(loss_scale * loss_sum)/dw.
+  // For the mean over all tokens of an accumulated step pass loss_scale =
+  // 1 / (counted targets of all its micro-batches); loss_scale <= 0 means
+  // 1 / (this batch's counted targets). Returns this batch's loss sum and count.
+  LossStats ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch, float loss_scale);
+  // Evaluation: the loss only; reuses one layer's buffers, keeps nothing.
+  LossStats Forward(const kernels::KernelCtx& ctx, const Batch& batch);
+  // logits [N, V] of the forward (targets are ignored).
+  void Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits);
+
+  // Bytes of the activation arena (its high-water mark after the first step).
+  size_t activation_capacity() const { return arena_.capacity(); }
+  size_t activation_high_water() const { return arena_.high_water(); }
+
+  // Weight views for the blocks in the step's precision (A = float or BF16);
+  // used by the decoder.
+  template <typename A>
+  AttentionWeights<A> AttentionWeightsOf(int layer) const;
+  template <typename A>
+  MlpWeights<A> MlpWeightsOf(int layer) const;
+  template <typename A>
+  HeadWeights<A> HeadWeightsOf() const;
+  const kernels::RopeTable& rope() const { return rope_; }
+  const ModelView<const float>& weight_view() const { return w_; }
+
+ private:
+  // Pointers into the arena for activations of N = max B*T rows.
+  template <typename A>
+  struct Store {
+    std::vector<float*> resid;             // [2L + 1] x [N, C]: block inputs, final norm input
+    std::vector<AttentionSaved<A>> attn;   // [L] (shared storage where recomputed)
+    std::vector<MlpSaved<A>> mlp;          // [L]
+    HeadSaved<A> head;
+    BlockScratch<A> scratch;
+    float* d_resid = nullptr;              // [N, C] the residual stream's grad
+  };
+  template <typename Alloc, typename A>
+  void Carve(Alloc&& alloc, Store<A>& s) const;
+  template <typename A>
+  Store<A>& store();
+  template <typename A>
+  LossStats Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward, float loss_scale,
+                float* logits_out);
+  TokenLayout Layout(const Batch& batch);
+
+  ModelConfig config_;
+  LlamaOptions options_;
+  LlamaParams params_;
+  int64_t max_tokens_ = 0;
+  ModelView<const float> w_;     // master weights
+  ModelView<const BF16> wb_;     // bf16 shadow (bf16 precision)
+  ModelView<float> g_;           // grads
+  AlignedBuffer rope_storage_;
+  kernels::RopeTable rope_;
+  std::vector<int32_t> cu_seqlens_;  // fixed-window layouts, sized up front
+  std::vector<int32_t> positions_;
+  Arena arena_;
+  Store<float> store_f32_;
+  Store<BF16> store_bf16_;
+};
+
+}  // namespace anvil::model

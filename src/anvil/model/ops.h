@@ -1,0 +1,127 @@
+// Small model-side helpers over the kernels, templated on the activation type
+// A of GEMM/attention inputs (float for f32 precision, BF16 for bf16): Linear
+// forward/backward on [in, out] weights, f32 -> A conversion, residual adds.
+// All are row-local or elementwise, so batch invariance carries over.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+
+#include "anvil/core/bf16.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/kernels/gemm.h"
+#include "anvil/kernels/norm.h"
+#include "anvil/kernels/rope.h"
+
+namespace anvil::model {
+
+template <typename A>
+inline constexpr DType kActDType = std::is_same_v<A, float> ? DType::kF32 : DType::kBF16;
+
+// Elementwise work over [0, n) in fixed chunks spread over the pool.
+template <typename Fn>
+void ForChunks(const kernels::KernelCtx& ctx, int64_t n, Fn&& fn) {
+  constexpr int64_t kChunk = 1 << 13;
+  ctx.pool().ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) fn(i * kChunk, std::min(n, (i + 1) * kChunk));
+  });
+}
+
+// The token rows of a step: N rows in sequences given by cu_seqlens (FA2
+// style, over the flattened rows), row t at RoPE position positions[t].
+struct TokenLayout {
+  int64_t n = 0;                        // N
+  std::span<const int32_t> cu_seqlens;  // [num_seqs + 1]
+  const int32_t* positions = nullptr;   // [N]
+  kernels::RopeTable rope;
+};
+
+// Per-step scratch the blocks share (carved once from the activation arena;
+// only one block runs at a time). Shapes for N rows.
+template <typename A>
+struct BlockScratch {
+  float* norm_f32 = nullptr;    // [N, C]   RMSNorm output before rounding (bf16 only)
+  A* dy_act = nullptr;          // [N, C]   residual grad as A (bf16 only)
+  float* dxn = nullptr;         // [N, C]   grad of a norm output
+  float* d_attn_out = nullptr;  // [N, NH*HD]
+  float* dqkv = nullptr;        // [N, QKV]
+  A* dqkv_act = nullptr;        // [N, QKV] (bf16 only)
+  A* dh = nullptr;              // [N, F]
+  A* dgate_up = nullptr;        // [N, 2F]
+};
+
+// dst[0, n) = A(src): an RNE rounding for bf16, a copy for f32.
+template <typename A>
+void ConvertTo(const kernels::KernelCtx& ctx, const float* src, A* dst, int64_t n) {
+  ForChunks(ctx, n, [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<A, float>) {
+      std::memcpy(dst + b, src + b, (e - b) * sizeof(float));
+    } else {
+      F32ToBF16(ctx.isa(), std::span<const float>(src + b, e - b),
+                std::span<uint16_t>(reinterpret_cast<uint16_t*>(dst) + b, e - b));
+    }
+  });
+}
+
+// `src` as A: itself for f32, else converted into `scratch`.
+template <typename A>
+const A* AsAct(const kernels::KernelCtx& ctx, const float* src, A* scratch, int64_t n) {
+  if constexpr (std::is_same_v<A, float>) {
+    return src;
+  } else {
+    ConvertTo(ctx, src, scratch, n);
+    return scratch;
+  }
+}
+
+inline void Copy(const kernels::KernelCtx& ctx, const float* src, float* dst, int64_t n) {
+  ForChunks(ctx, n, [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, (e - b) * 4); });
+}
+
+// acc[i] += x[i] (f32).
+inline void AddInPlace(const kernels::KernelCtx& ctx, float* acc, const float* x, int64_t n) {
+  ForChunks(ctx, n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) acc[i] += x[i];
+  });
+}
+
+// RMSNorm of f32 rows into A: direct for f32; for bf16 through the f32
+// `scratch` [rows, dim] and one RNE rounding (the fused kernel's bits).
+template <typename A>
+void NormForward(const kernels::KernelCtx& ctx, int64_t rows, int64_t dim, const float* x,
+                 const float* weight, float eps, A* y, float* rstd, float* scratch) {
+  if constexpr (std::is_same_v<A, float>) {
+    kernels::RmsNormForward(ctx, rows, dim, x, weight, eps, y, rstd);
+  } else {
+    kernels::RmsNormForward(ctx, rows, dim, x, weight, eps, scratch, rstd);
+    ConvertTo(ctx, scratch, y, rows * dim);
+  }
+}
+
+// y[n, out] (+)= x[n, in] · w[in, out]   (NN). `ldy` 0: tight.
+template <typename A, typename Y>
+void LinearForward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                   const A* x, const A* w, Y* y, bool accumulate) {
+  kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, w, y);
+}
+
+// dx[n, in] = dy[n, out] · w[in, out]ᵀ   (NT).
+template <typename A, typename Y>
+void LinearBackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                        const A* dy, const A* w, Y* dx) {
+  kernels::Gemm(ctx, {.m = n, .n = in, .k = out, .trans_b = kernels::Trans::kT}, dy, w, dx);
+}
+
+// dw[in, out] += x[n, in]ᵀ · dy[n, out]   (TN, accumulating: parameter grads +=).
+template <typename A>
+void LinearBackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                          const A* x, const A* dy, float* dw) {
+  kernels::Gemm(ctx, {.m = in, .n = out, .k = n, .trans_a = kernels::Trans::kT,
+                      .accumulate = true},
+                x, dy, dw);
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,135 @@
+// Llama parameters in flat buffers: one f32 master buffer, one f32 gradient
+// buffer of the same layout and (bf16 precision) a bf16 shadow of the master,
+// again in the same layout, so one element offset addresses all three. Every
+// tensor starts on a 64-byte line (padding is zero and stays zero). Linear
+// weights are stored [in, out] (forward is an NN GEMM); the token embedding
+// and the LM head are [V, C] so a tied head is the embedding buffer itself.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/bf16.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/config.h"
+
+namespace anvil::model {
+
+// One layer's tensors inside a flat buffer of element type T.
+template <typename T>
+struct LayerView {
+  T* attn_norm = nullptr;  // [C]
+  T* wqkv = nullptr;       // [C, QKV]  columns: q [NH*HD], k [NKV*HD], v [NKV*HD]
+  T* wo = nullptr;         // [NH*HD, C]
+  T* mlp_norm = nullptr;   // [C]
+  T* w_gate_up = nullptr;  // [C, 2F]   columns: gate [F], then up [F]
+  T* w_down = nullptr;     // [F, C]
+};
+
+// All tensors inside a flat buffer of element type T (f32 weights or grads, bf16 shadow).
+template <typename T>
+struct ModelView {
+  T* embed = nullptr;                // [V, C]
+  std::vector<LayerView<T>> layers;  // [L]
+  T* final_norm = nullptr;           // [C]
+  T* lm_head = nullptr;              // [V, C]; == embed when tied
+};
+
+enum class ParamKind : uint8_t { kEmbed, kAttnNorm, kWqkv, kWo, kMlpNorm, kWGateUp, kWDown,
+                                 kFinalNorm, kLmHead };
+
+// A tensor of the layout: canonical name ("layers.3.wqkv"), shape as stored,
+// element offset in the flat buffers.
+struct ParamInfo {
+  std::string name;
+  ParamKind kind;
+  int layer = -1;  // -1 for embed, final_norm, lm_head
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
+class LlamaParams {
+ public:
+  // Allocates (untouched) weights and grads; the bf16 shadow only if `with_bf16`.
+  LlamaParams(const ModelConfig& config, bool with_bf16);
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  // Elements in each flat buffer (tensors plus alignment padding).
+  int64_t size() const { return size_; }
+  bool has_bf16() const { return bf16_.size() != 0; }
+
+  std::span<float> weights() { return {Base<float>(weights_), static_cast<size_t>(size_)}; }
+  std::span<const float> weights() const { return {CBase<float>(weights_), static_cast<size_t>(size_)}; }
+  std::span<float> grads() { return {Base<float>(grads_), static_cast<size_t>(size_)}; }
+  std::span<const float> grads() const { return {CBase<float>(grads_), static_cast<size_t>(size_)}; }
+  // Empty without a shadow.
+  std::span<BF16> bf16() { return {Base<BF16>(bf16_), has_bf16() ? static_cast<size_t>(size_) : 0}; }
+  std::span<const BF16> bf16() const {
+    return {CBase<BF16>(bf16_), has_bf16() ? static_cast<size_t>(size_) : 0};
+  }
+
+  // Named views of any buffer with this layout.
+  template <typename T>
+  ModelView<T> View(T* base) const;
+  ModelView<float> WeightView() { return View(weights().data()); }
+  ModelView<const float> WeightView() const { return View(weights().data()); }
+  ModelView<float> GradView() { return View(grads().data()); }
+
+  // fn(info, weight span, grad span) for every tensor in layout order.
+  template <typename Fn>
+  void Visit(Fn&& fn) {
+    for (const ParamInfo& p : params_) {
+      fn(p, weights().subspan(p.offset, p.numel), grads().subspan(p.offset, p.numel));
+    }
+  }
+
+  // Documented initialisation (deterministic for any thread count): tensor i
+  // of params() draws RngStream(seed, kInit, /*step=*/i).Normal(j) for its
+  // element j in stored order, times init_std, and times 1/sqrt(2 L) for the
+  // residual-output projections wo and w_down; norm weights are 1; padding 0.
+  // Refreshes the bf16 shadow. Grads are zeroed.
+  void Init(const kernels::KernelCtx& ctx, uint64_t seed);
+  void ZeroGrads(const kernels::KernelCtx& ctx);
+  // bf16 shadow = RNE(master) (no-op without a shadow).
+  void RefreshBf16(const kernels::KernelCtx& ctx);
+
+ private:
+  template <typename T>
+  T* Base(AlignedBuffer& b) { return reinterpret_cast<T*>(b.data()); }
+  template <typename T>
+  const T* CBase(const AlignedBuffer& b) const { return reinterpret_cast<const T*>(b.data()); }
+
+  ModelConfig config_;
+  std::vector<ParamInfo> params_;
+  int64_t size_ = 0;
+  AlignedBuffer weights_, grads_, bf16_;
+};
+
+template <typename T>
+ModelView<T> LlamaParams::View(T* base) const {
+  ModelView<T> v;
+  v.layers.resize(config_.n_layers);
+  for (const ParamInfo& p : params_) {
+    T* ptr = base + p.offset;
+    switch (p.kind) {
+      case ParamKind::kEmbed: v.embed = ptr; break;
+      case ParamKind::kAttnNorm: v.layers[p.layer].attn_norm = ptr; break;
+      case ParamKind::kWqkv: v.layers[p.layer].wqkv = ptr; break;
+      case ParamKind::kWo: v.layers[p.layer].wo = ptr; break;
+      case ParamKind::kMlpNorm: v.layers[p.layer].mlp_norm = ptr; break;
+      case ParamKind::kWGateUp: v.layers[p.layer].w_gate_up = ptr; break;
+      case ParamKind::kWDown: v.layers[p.layer].w_down = ptr; break;
+      case ParamKind::kFinalNorm: v.final_norm = ptr; break;
+      case ParamKind::kLmHead: v.lm_head = ptr; break;
+    }
+  }
+  if (config_.tie_embeddings) v.lm_head = v.embed;
+  return v;
+}
+
+}  // namespace anvil::model

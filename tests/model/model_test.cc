@@ -1,0 +1,298 @@
+// Model-level contracts: determinism (repeat, thread count), recompute
+// policies, batch invariance, KV-cache decode parity (DESIGN.md 1-3), bf16 vs
+// f32 closeness, and the HF safetensors checkpoint round trip and its errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "anvil/core/thread_pool.h"
+#include "anvil/io/safetensors.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/decode.h"
+#include "anvil/model/hf_checkpoint.h"
+#include "model_testing.h"
+
+namespace anvil::model {
+namespace {
+
+using testing::MakeBatch;
+using testing::MicroConfig;
+
+bool SameBits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct StepResult {
+  LossStats loss;
+  std::vector<float> grads;
+};
+
+StepResult TrainStep(Precision precision, Recompute recompute, int threads, bool packed,
+              bool tied = false) {
+  ThreadPool pool(threads);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig(tied);
+  Llama model(cfg, {.precision = precision, .recompute = recompute, .max_batch = 4,
+                    .max_seq_len = 24}, ctx);
+  model.InitWeights(ctx, 3);
+  auto tb = MakeBatch(4, 24, cfg.vocab_size, 21, packed);
+  model.ZeroGrads(ctx);
+  StepResult r;
+  r.loss = model.ForwardBackward(ctx, tb.batch, 0.0f);
+  r.grads.assign(model.params().grads().begin(), model.params().grads().end());
+  return r;
+}
+
+void ExpectSame(const StepResult& a, const StepResult& b, const char* what) {
+  EXPECT_EQ(a.loss.loss_sum, b.loss.loss_sum) << what;
+  EXPECT_EQ(a.loss.tokens, b.loss.tokens) << what;
+  EXPECT_TRUE(SameBits(a.grads, b.grads)) << what << ": gradients differ";
+}
+
+class PrecisionTest : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(PrecisionTest, RepeatAndThreadCountGiveTheSameBits) {
+  for (bool packed : {false, true}) {
+    const StepResult a = TrainStep(GetParam(), Recompute::kNone, 1, packed);
+    ExpectSame(a, TrainStep(GetParam(), Recompute::kNone, 1, packed), "repeat");
+    ExpectSame(a, TrainStep(GetParam(), Recompute::kNone, 2, packed), "1 vs 2 threads");
+  }
+}
+
+TEST_P(PrecisionTest, RecomputePoliciesGiveTheSameBits) {
+  for (bool packed : {false, true}) {
+    const StepResult none = TrainStep(GetParam(), Recompute::kNone, 2, packed, /*tied=*/packed);
+    ExpectSame(none, TrainStep(GetParam(), Recompute::kSelective, 2, packed, packed), "selective");
+    ExpectSame(none, TrainStep(GetParam(), Recompute::kFull, 2, packed, packed), "full");
+  }
+}
+
+// A row's logits do not depend on the other rows of the batch.
+TEST_P(PrecisionTest, LogitsAreBatchInvariant) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();
+  constexpr int64_t kT = 20, kRows = 8, kRow = 3;
+  Llama model(cfg, {.precision = GetParam(), .max_batch = kRows, .max_seq_len = kT}, ctx);
+  model.InitWeights(ctx, 5);
+  auto big = MakeBatch(kRows, kT, cfg.vocab_size, 9, false);
+  std::vector<float> all(kRows * kT * cfg.vocab_size), one(kT * cfg.vocab_size);
+  model.Logits(ctx, big.batch, all.data());
+  Batch alone = big.batch;
+  alone.rows = 1;
+  alone.tokens = alone.tokens.subspan(kRow * kT, kT);
+  alone.targets = alone.targets.subspan(kRow * kT, kT);
+  model.Logits(ctx, alone, one.data());
+  EXPECT_TRUE(SameBits(one, std::span<const float>(all).subspan(kRow * kT * cfg.vocab_size,
+                                                                kT * cfg.vocab_size)));
+  // Packed: every document's logits equal those of the document alone.
+  auto packed = MakeBatch(kRows, kT, cfg.vocab_size, 12, true);
+  model.Logits(ctx, packed.batch, all.data());
+  for (size_t d = 0; d + 1 < packed.cu_seqlens.size(); d += 3) {
+    const int32_t begin = packed.cu_seqlens[d], len = packed.cu_seqlens[d + 1] - begin;
+    const Batch doc{.rows = 1, .seq_len = len,
+                    .tokens = std::span<const int32_t>(packed.tokens).subspan(begin, len),
+                    .targets = std::span<const int32_t>(packed.targets).subspan(begin, len),
+                    .cu_seqlens = {}, .positions = {}};
+    model.Logits(ctx, doc, one.data());
+    EXPECT_TRUE(SameBits(std::span<const float>(one).subspan(0, len * cfg.vocab_size),
+                         std::span<const float>(all).subspan(begin * cfg.vocab_size,
+                                                             len * cfg.vocab_size)))
+        << "document " << d;
+  }
+}
+
+// Prefill + token-by-token decode, and batched steps over several sequences,
+// reproduce the full forward's logits bit for bit.
+TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig(/*tied=*/true);
+  constexpr int64_t kT = 20, kSeqs = 3, kPrompt = 7;
+  const int64_t v = cfg.vocab_size;
+  Llama model(cfg, {.precision = GetParam(), .max_batch = kSeqs, .max_seq_len = kT}, ctx);
+  model.InitWeights(ctx, 8);
+  auto tb = MakeBatch(kSeqs, kT, v, 10, false);
+  std::vector<float> full(kSeqs * kT * v);
+  model.Logits(ctx, tb.batch, full.data());
+  auto full_row = [&](int64_t s, int64_t t) {
+    return std::span<const float>(full).subspan((s * kT + t) * v, v);
+  };
+
+  Decoder dec(model, kSeqs, kT, kT);
+  std::vector<float> out(kT * v);
+  // Sequence 0: prompt, then one token at a time.
+  dec.Append(ctx, 0, std::span<const int32_t>(tb.tokens).subspan(0, kPrompt), out.data());
+  for (int64_t t = 0; t < kPrompt; ++t) {
+    EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(t * v, v), full_row(0, t)))
+        << "prefill row " << t;
+  }
+  for (int64_t t = kPrompt; t < kT; ++t) {
+    dec.Append(ctx, 0, std::span<const int32_t>(tb.tokens).subspan(t, 1), out.data());
+    EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(0, v), full_row(0, t)))
+        << "decode position " << t;
+  }
+  // All sequences: prompts of different lengths, then batched steps.
+  dec.Reset();
+  std::vector<int64_t> len(kSeqs);
+  for (int64_t s = 0; s < kSeqs; ++s) {
+    len[s] = 2 + 3 * s;
+    dec.Append(ctx, s, std::span<const int32_t>(tb.tokens).subspan(s * kT, len[s]), out.data());
+  }
+  for (int step = 0; step < 6; ++step) {
+    std::vector<int32_t> next(kSeqs);
+    for (int64_t s = 0; s < kSeqs; ++s) next[s] = tb.tokens[s * kT + len[s]];
+    dec.Step(ctx, next, out.data());
+    for (int64_t s = 0; s < kSeqs; ++s) {
+      EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(s * v, v), full_row(s, len[s])))
+          << "step " << step << " sequence " << s;
+      ++len[s];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest, ::testing::Values(Precision::kF32, Precision::kBF16),
+                         [](const auto& info) { return std::string(PrecisionName(info.param)); });
+
+// bf16 follows f32 within bf16's resolution (8 mantissa bits).
+TEST(ModelTest, Bf16IsCloseToF32) {
+  const StepResult f32 = TrainStep(Precision::kF32, Recompute::kNone, 2, true);
+  const StepResult bf16 = TrainStep(Precision::kBF16, Recompute::kNone, 2, true);
+  EXPECT_NEAR(bf16.loss.loss_sum / f32.loss.loss_sum, 1.0, 1e-3);
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < f32.grads.size(); ++i) {
+    diff += std::pow(double(bf16.grads[i]) - f32.grads[i], 2);
+    ref += std::pow(double(f32.grads[i]), 2);
+  }
+  EXPECT_LT(std::sqrt(diff / ref), 3e-2);
+  std::printf("bf16 vs f32: loss %.6f vs %.6f, gradient relative difference %.3g\n",
+              bf16.loss.mean(), f32.loss.mean(), std::sqrt(diff / ref));
+}
+
+// An explicit loss_scale of 1/tokens is the default; grads accumulate (+=).
+TEST(ModelTest, LossScaleAndAccumulation) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();
+  Llama model(cfg, {.max_batch = 2, .max_seq_len = 16}, ctx);
+  model.InitWeights(ctx, 4);
+  auto tb = MakeBatch(2, 16, cfg.vocab_size, 2, false);
+  model.ZeroGrads(ctx);
+  const LossStats s = model.ForwardBackward(ctx, tb.batch, 0.0f);
+  const std::vector<float> g1(model.params().grads().begin(), model.params().grads().end());
+  model.ZeroGrads(ctx);
+  model.ForwardBackward(ctx, tb.batch, static_cast<float>(1.0 / s.tokens));
+  EXPECT_TRUE(SameBits(g1, model.params().grads()));
+  model.ForwardBackward(ctx, tb.batch, static_cast<float>(1.0 / s.tokens));
+  // Each GEMM K block and each token's embedding row adds onto the running
+  // grad, so the second call's sum rounds differently from 2 g: close, not equal.
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < g1.size(); ++i) {
+    diff += std::pow(double(model.params().grads()[i]) - 2.0 * g1[i], 2);
+    ref += std::pow(2.0 * g1[i], 2);
+  }
+  EXPECT_LT(std::sqrt(diff / ref), 1e-6);
+  EXPECT_EQ(model.Forward(ctx, tb.batch).loss_sum, s.loss_sum);
+  EXPECT_GT(model.activation_high_water(), 0u);
+  EXPECT_EQ(model.activation_high_water(), model.activation_capacity());
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("anvil_model_ckpt_" + std::to_string(::getpid())))
+               .string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(CheckpointTest, SaveLoadRoundTripIsBitwise) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  for (bool tied : {false, true}) {
+    LlamaParams a(MicroConfig(tied), false), b(MicroConfig(tied), false);
+    a.Init(ctx, 77);
+    ASSERT_TRUE(SaveHfCheckpoint(dir_, a).ok());
+    const Status s = LoadHfCheckpoint(dir_, b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(SameBits(a.weights(), b.weights()));
+    EXPECT_EQ(std::filesystem::exists(dir_ + "/config.json"), true);
+  }
+}
+
+TEST_F(CheckpointTest, BadFilesFailWithClearMessages) {
+  ThreadPool pool(1);
+  kernels::KernelCtx ctx(pool);
+  LlamaParams p(MicroConfig(), false);
+  p.Init(ctx, 1);
+  ASSERT_TRUE(SaveHfCheckpoint(dir_, p).ok());
+  std::vector<HfTensor> tensors = ToHfTensors(p, p.weights());
+  const std::string path = dir_ + "/model.safetensors";
+  auto write = [&](const std::vector<HfTensor>& ts) {
+    std::vector<io::TensorRef> refs;
+    for (const HfTensor& t : ts) refs.push_back({t.name, DType::kF32, t.shape, t.data.data()});
+    ASSERT_TRUE(io::WriteSafetensors(path, refs).ok());
+  };
+  const std::string k_proj = "model.layers.1.self_attn.k_proj.weight";
+  // Wrong shape: k_proj [NKV*HD, C] = [32, 64] written as [64, 32].
+  std::vector<HfTensor> bad = tensors;
+  for (HfTensor& t : bad) {
+    if (t.name == k_proj) std::swap(t.shape[0], t.shape[1]);
+  }
+  write(bad);
+  Status s = LoadHfCheckpoint(dir_, p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(k_proj), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("[64, 32]"), std::string::npos) << s.ToString();
+  // Missing tensor.
+  bad = tensors;
+  std::erase_if(bad, [](const HfTensor& t) { return t.name == "model.norm.weight"; });
+  write(bad);
+  s = LoadHfCheckpoint(dir_, p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("model.norm.weight"), std::string::npos) << s.ToString();
+  // A config that does not describe the model.
+  LlamaParams other(MicroConfig(/*tied=*/true), false);
+  write(tensors);
+  s = LoadHfCheckpoint(dir_, other);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tie_word_embeddings"), std::string::npos) << s.ToString();
+  std::printf("example error: %s\n", s.ToString().c_str());
+}
+
+TEST(ModelConfigTest, ValidateAndCounts) {
+  ModelConfig c = MicroConfig();
+  EXPECT_TRUE(c.Validate().ok());
+  c.n_kv_heads = 3;
+  EXPECT_NE(c.Validate().message().find("model.n_kv_heads"), std::string::npos);
+  c = MicroConfig();
+  c.n_heads = 8;  // head_dim 8
+  EXPECT_NE(c.Validate().message().find("multiple of 16"), std::string::npos);
+  auto config = Config::FromString(
+      "[model]\ndim = 256\nn_layers = 4\nn_heads = 8\nn_kv_heads = 4\nffn_dim = 688\n"
+      "vocab_size = 8192\nmax_seq_len = 256\n", "tiny");
+  ASSERT_TRUE(config.ok());
+  auto tiny = ModelConfig::FromConfig(*config);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  EXPECT_TRUE(config->CheckAllUsed().ok());
+  // 4 x (256 + 256*512 + 256*256 + 256 + 256*1376 + 688*256) + 256 + 2 x 8192*256
+  EXPECT_EQ(tiny->NumParams(), 4 * (256 + 256 * 512 + 256 * 256 + 256 + 256 * 1376 + 688 * 256) +
+                                   256 + 2 * 8192 * 256);
+  LlamaParams p(*tiny, false);
+  int64_t total = 0;
+  p.Visit([&](const ParamInfo& info, std::span<float> w, std::span<float> g) {
+    EXPECT_EQ(static_cast<int64_t>(w.size()), info.numel);
+    EXPECT_EQ(w.data() - p.weights().data(), g.data() - p.grads().data());
+    total += info.numel;
+  });
+  EXPECT_EQ(total, tiny->NumParams());
+}
+
+}  // namespace
+}  // namespace anvil::model
