@@ -16,6 +16,7 @@ struct AttentionBenchOptions {
   bool bf16 = false;            // bf16 inputs (f32 math); default f32
   int threads = 0;              // 0: all (ANVIL_THREADS)
   bool naive = true;            // also run the naive reference (skipped where it won't fit)
+  bool backward = true;         // also time fwd+bwd (default lengths: up to 4096 only)
   bool json = false;
   double min_seconds = 0.3;
 };

@@ -18,6 +18,7 @@ struct GemmBenchOptions {
   bool peers = true;                      // also run OpenBLAS and oneDNN
   bool json = false;                      // one JSON object per line instead of a table
   double min_seconds = 0.3;               // per case and implementation
+  bool quick = false;                     // default shapes without the two largest
 };
 
 // Prints the results; returns a process exit code.

@@ -22,6 +22,7 @@ void AddBenchAttention(CLI::App& bench) {
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-naive", options->naive, "Skip the naive T x T reference");
+  cmd->add_flag("!--no-bwd", options->backward, "Time the forward only");
   cmd->add_flag("--json", options->json, "One JSON object per line");
   cmd->add_option("--min-seconds", options->min_seconds, "Minimum timing per case")
       ->check(CLI::PositiveNumber);
@@ -32,6 +33,5 @@ void AddBenchAttention(CLI::App& bench) {
     if (const int rc = bench::RunAttentionBench(*options); rc != 0) throw CLI::RuntimeError(rc);
   });
 }
-
 
 }  // namespace anvil::cli

@@ -31,6 +31,7 @@ void AddBenchGemm(CLI::App& bench) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-peers", options->peers, "Skip OpenBLAS and oneDNN");
   cmd->add_flag("--json", options->json, "One JSON object per line");
+  cmd->add_flag("--quick", options->quick, "Default shapes without the two largest");
   cmd->add_option("--min-seconds", options->min_seconds, "Minimum timing per case")
       ->check(CLI::PositiveNumber);
   cmd->callback([options, shapes] {

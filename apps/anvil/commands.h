@@ -7,8 +7,11 @@ namespace anvil::cli {
 
 void AddEnvCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
-void AddPrepareCommand(CLI::App& app);
 void AddBenchGemm(CLI::App& bench);
 void AddBenchAttention(CLI::App& bench);
+void AddBenchTrain(CLI::App& bench);
+void AddPrepareCommand(CLI::App& app);
+void AddTrainCommand(CLI::App& app);
+void AddGenerateCommand(CLI::App& app);
 
 }  // namespace anvil::cli

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   anvil::cli::AddEnvCommand(app);
   anvil::cli::AddBenchCommand(app);
   anvil::cli::AddPrepareCommand(app);
+  anvil::cli::AddTrainCommand(app);
+  anvil::cli::AddGenerateCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (version) {

@@ -1,0 +1,30 @@
+// `anvil bench train`: training tokens/s and MFU, anvil vs PyTorch.
+#include <memory>
+
+#include "anvil/commands.h"
+#include "train_bench.h"
+
+namespace anvil::cli {
+
+void AddBenchTrain(CLI::App& bench) {
+  auto o = std::make_shared<bench::TrainBenchOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "train", "Steady-state training tokens/s and MFU against a PyTorch Llama of the same config");
+  cmd->add_option("--config", o->config, "Run config (TOML)")->required();
+  cmd->add_option("--precision", o->precision, "f32 or bf16 (default: the config's)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", o->steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch peer");
+  cmd->add_option("--python", o->python, "Interpreter with torch")->capture_default_str();
+  cmd->add_option("--peer-script", o->peer_script, "Path of torch_train_peer.py");
+  cmd->add_flag("--json", o->json, "One JSON object");
+  cmd->callback([o] {
+    if (const int rc = bench::RunTrainBench(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace anvil::cli

@@ -1,0 +1,57 @@
+// `anvil generate`: sample text from a checkpoint, printing as it goes.
+// Parsing and printing only; the work is train::Generate.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "anvil/commands.h"
+#include "anvil/train/generate.h"
+
+namespace anvil::cli {
+namespace {
+
+int RunGenerate(const train::GenerateOptions& o) {
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  auto r = train::Generate(o, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (!r.ok()) {
+    fmt::print(stderr, "\nanvil generate: {}\n", r.status().ToString());
+    return 1;
+  }
+  fmt::print("\n\n[{} at step {}: {} prompt tokens in {:.3f} s; {} new tokens in {:.2f} s = "
+             "{:.1f} tokens/s; stop: {}]\n",
+             r->checkpoint, r->step, r->prompt_tokens, r->prefill_seconds, r->new_tokens,
+             r->decode_seconds, r->new_tokens / std::max(r->decode_seconds, 1e-9), r->stop_reason);
+  return 0;
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& app) {
+  auto o = std::make_shared<train::GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a checkpoint");
+  cmd->add_option("--ckpt", o->checkpoint,
+                  "Checkpoint folder, run folder (its latest checkpoint) or a `latest` file")
+      ->required();
+  cmd->add_option("--prompt", o->prompt, "Text to continue")->required();
+  cmd->add_option("--max-new", o->max_new, "Most new tokens")->capture_default_str();
+  cmd->add_option("--temperature", o->sampling.temperature, "Softmax temperature")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k likeliest (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->sampling.top_p, "Nucleus: smallest set with this mass")
+      ->capture_default_str();
+  cmd->add_flag("--greedy", o->sampling.greedy, "Always the likeliest token");
+  cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json (default: the run's data.dir)");
+  cmd->callback([o] {
+    if (const int rc = RunGenerate(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace anvil::cli

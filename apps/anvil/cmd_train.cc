@@ -1,0 +1,115 @@
+// `anvil train`: pre-train from a TOML config (or resume a run folder) with a
+// progress line, Ctrl-C -> checkpoint -> clean exit. Parsing and printing
+// only; the loop is train::Trainer.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "anvil/commands.h"
+#include "anvil/core/config.h"
+#include "anvil/train/progress.h"
+#include "anvil/train/trainer.h"
+
+namespace anvil::cli {
+namespace {
+
+struct TrainOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;
+  std::string resume;
+  bool trace = false;
+};
+
+int Fail(const Status& s) {
+  fmt::print(stderr, "anvil train: {}\n", s.ToString());
+  return 1;
+}
+
+int RunTrain(const TrainOptions& o) {
+  const bool resume = !o.resume.empty();
+  if (resume == !o.config.empty()) {
+    return Fail(InvalidArgument("give either --config FILE (a new run) or --resume RUN_DIR"));
+  }
+  std::string run_dir = o.out;
+  if (resume) {
+    if (!run_dir.empty() && std::filesystem::path(run_dir) != std::filesystem::path(o.resume)) {
+      return Fail(InvalidArgument("--out and --resume name different folders"));
+    }
+    run_dir = o.resume;
+  } else if (run_dir.empty()) {
+    run_dir = "runs/" + std::filesystem::path(o.config).stem().string();
+  }
+  const std::string config_path = resume ? run_dir + "/config.toml" : o.config;
+  auto config = Config::FromFile(config_path);
+  if (!config.ok()) return Fail(config.status());
+  for (const std::string& s : o.sets) {
+    if (Status st = config->Set(s); !st.ok()) return Fail(st);
+  }
+
+  train::InstallSigintHandler();
+  fmt::print("anvil train: {} {}, run folder {}\n", resume ? "resuming" : "config",
+             resume ? run_dir : o.config, run_dir);
+  std::fflush(stdout);
+  auto trainer = train::Trainer::Create(std::move(*config),
+                                        train::RunOptions{.run_dir = run_dir, .resume = resume,
+                                                          .trace = o.trace});
+  if (!trainer.ok()) return Fail(trainer.status());
+  train::Trainer& t = **trainer;
+  const train::TrainConfig& tc = t.train_config();
+  const model::ModelConfig& mc = t.model_config();
+  fmt::print("resolved config (saved as {}/config.toml):\n{}", run_dir, t.resolved_config());
+  fmt::print("model: {:.2f} M parameters ({:.2f} M non-embedding), {:.1f} MFLOP/token; "
+             "{} threads, {} precision, peak {:.0f} GFLOP/s\n",
+             mc.NumParams() / 1e6, mc.NumNonEmbeddingParams() / 1e6,
+             mc.FlopsPerToken(tc.seq_len) / 1e6, t.threads(), model::PrecisionName(tc.precision),
+             t.peak_gflops());
+  fmt::print("{} steps of {} tokens ({} x {} x {} accumulated){}\n", tc.steps,
+             tc.tokens_per_step(), tc.batch_size, tc.seq_len, tc.grad_accum,
+             resume ? fmt::format(", resuming after step {}", t.step()) : std::string());
+  std::fflush(stdout);
+
+  train::Progress progress(t.step(), tc.steps, tc.log_every);
+  auto summary = t.Run(train::Hooks{
+      .on_step = [&](const train::StepMetrics& m) { progress.OnStep(m); },
+      .on_eval = [&](const train::EvalMetrics& m) { progress.OnEval(m); },
+      .on_message = [&](const std::string& text) { progress.Message(text); },
+      .stop_requested = [] { return train::SigintReceived(); }});
+  progress.Finish();
+  if (!summary.ok()) return Fail(summary.status());
+  const train::RunSummary& s = *summary;
+  if (s.interrupted) {
+    fmt::print("interrupted (Ctrl-C) after step {}/{}; checkpoint {}\n"
+               "resume with: anvil train --resume {}\n",
+               s.steps_done, tc.steps, s.checkpoint, run_dir);
+    return 0;
+  }
+  if (s.time_limited) {
+    fmt::print("stopped by train.max_minutes after step {}/{}; resume with: anvil train --resume {}\n",
+               s.steps_done, tc.steps, run_dir);
+  }
+  fmt::print("done: {} steps in {:.1f} s; final val_loss {}; checkpoint {}\n",
+             s.steps_done - s.first_step, s.seconds,
+             s.final_val_loss ? fmt::format("{:.4f}", *s.final_val_loss) : "n/a", s.checkpoint);
+  return 0;
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Pre-train a Llama model from a TOML config");
+  cmd->add_option("--config", o->config, "Run config (TOML: [model], [train], [optim], [data])");
+  cmd->add_option("--set", o->sets, "Override a config key: key=value (repeatable)");
+  cmd->add_option("--out", o->out, "Run folder (default: runs/<config name>)");
+  cmd->add_option("--resume", o->resume, "Continue the run in this folder from its latest checkpoint");
+  cmd->add_flag("--trace", o->trace, "Write a Chrome trace (trace.json) of a few steps");
+  cmd->callback([o] {
+    if (const int rc = RunTrain(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace anvil::cli

@@ -1,0 +1,196 @@
+// `anvil bench gemm`: anvil's GEMM against OpenBLAS and oneDNN on the same
+// shapes, inputs and thread count in one process, with GFLOP/s, the fraction
+// of the measured peak, and B's bytes per second (the weights: what bounds
+// decode shapes). Timings are medians (bench/timing.h).
+#include "gemm_bench.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/rng.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/kernels/gemm.h"
+#include "anvil/profile/peak.h"
+#include "peers/onednn.h"
+#include "peers/openblas.h"
+#include "timing.h"
+
+namespace anvil::bench {
+namespace {
+
+// Training forward (NN, B = W[in, out]) of a 768-wide model with 4096
+// tokens: attention/MLP projections, the vocabulary head, a larger layer;
+// then decode (1..64 tokens against the same weights).
+const GemmShape kTrainingShapes[] = {
+    {4096, 768, 768}, {4096, 3072, 768}, {4096, 768, 3072}, {4096, 32000, 768}, {8192, 4096, 1024},
+};
+const GemmShape kDecodeShapes[] = {{1, 768, 768}, {8, 768, 768}, {64, 768, 768}, {1, 3072, 768}};
+
+// One case's operands: first-touched and filled once, outside any timing.
+struct Operands {
+  AlignedBuffer a, b, c;
+  Operands(const GemmShape& s, bool bf16)
+      : a(s.m * s.k * (bf16 ? 2 : 4)), b(s.k * s.n * (bf16 ? 2 : 4)), c(s.m * s.n * 4) {
+    Fill(a, s.m * s.k, bf16, 1);
+    Fill(b, s.k * s.n, bf16, 2);
+    std::memset(c.data(), 0, c.size());
+  }
+  static void Fill(AlignedBuffer& buf, int64_t n, bool bf16, uint32_t step) {
+    const RngStream rng(2024, RngPurpose::kTest, step);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = 2.0f * rng.Uniform(i) - 1.0f;
+      if (bf16) {
+        reinterpret_cast<BF16*>(buf.data())[i] = ToBF16(x);
+      } else {
+        reinterpret_cast<float*>(buf.data())[i] = x;
+      }
+    }
+  }
+};
+
+struct Result {
+  GemmShape shape;
+  std::string dtype;
+  double gflops = 0;
+  double peak_fraction = 0;
+  double gbs = 0;  // bytes of B / time
+  std::optional<double> openblas, onednn;
+};
+
+// Idle OpenBLAS and OpenMP (oneDNN) workers spin for a while after a call;
+// let them park before anvil's next timing so they do not steal its cores.
+void LetPeersPark() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+std::string Json(const Result& r, int threads, const std::string& core, const std::string& isa,
+                 double dram) {
+  auto opt = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.1f}", *v) : std::string("null");
+  };
+  return fmt::format(
+      "{{\"m\":{},\"n\":{},\"k\":{},\"dtype\":\"{}\",\"threads\":{},\"gflops\":{:.1f},"
+      "\"peak_fraction\":{:.3f},\"openblas_gflops\":{},\"onednn_gflops\":{},"
+      "\"openblas_core\":\"{}\",\"onednn_isa\":\"{}\",\"gbs\":{:.1f},\"dram_fraction\":{:.3f}}}",
+      r.shape.m, r.shape.n, r.shape.k, r.dtype, threads, r.gflops, r.peak_fraction,
+      opt(r.openblas), opt(r.onednn), core, isa, r.gbs, dram > 0 ? r.gbs / dram : 0.0);
+}
+
+}  // namespace
+
+int RunGemmBench(const GemmBenchOptions& options) {
+  const int threads = options.threads > 0 ? options.threads : DefaultThreadCount();
+  ThreadPool pool(threads);
+  const kernels::KernelCtx ctx(pool);
+  std::vector<GemmShape> shapes = options.shapes;
+  if (shapes.empty()) {
+    // --quick drops the two largest training shapes (most of the run time).
+    shapes.assign(std::begin(kTrainingShapes), std::end(kTrainingShapes) - (options.quick ? 2 : 0));
+    shapes.insert(shapes.end(), std::begin(kDecodeShapes), std::end(kDecodeShapes));
+  }
+  std::vector<std::string> dtypes = options.dtypes;
+  if (dtypes.empty()) dtypes = {"f32", "bf16"};
+
+  if (!options.json) fmt::print("measuring peaks on {} thread(s)...\n", threads);
+  const profile::PeakFlops peak = profile::MeasurePeakFlops(pool);
+  const double dram = profile::MeasureReadBandwidth(pool);
+
+  std::unique_ptr<OpenBlas> blas;
+  std::string core = "none", isa = "none";
+  if (options.peers) {
+    std::string error;
+    blas = OpenBlas::Load(threads, &error);
+    if (blas) {
+      core = blas->core_name();
+    } else {
+      fmt::print(stderr, "OpenBLAS peer skipped: {}\n", error);
+    }
+    SetOneDnnThreads(threads);
+    isa = OneDnnIsa();
+  }
+  if (!options.json) {
+    fmt::print("anvil isa {}, threads {}; peak f32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s; DRAM read "
+               "{:.1f} GB/s\npeers: OpenBLAS core {}, oneDNN isa {}\n",
+               IsaName(ctx.isa()), threads, peak.f32_gflops, peak.bf16_gflops, dram, core, isa);
+    fmt::print("{:>22} {:>5} {:>9} {:>6} {:>9} {:>9} {:>7} {:>8} {:>6}\n", "m x n x k", "dtype",
+               "GFLOP/s", "peak", "OpenBLAS", "oneDNN", "vs best", "B GB/s", "DRAM");
+  }
+  for (const std::string& dtype : dtypes) {
+    const bool bf16 = dtype == "bf16";
+    for (const GemmShape& s : shapes) {
+      Operands ops(s, bf16);
+      const double flop = 2.0 * s.m * s.n * s.k;
+      const kernels::GemmArgs args{.m = s.m, .n = s.n, .k = s.k};
+      Result r;
+      r.shape = s;
+      r.dtype = dtype;
+      const Timing t = TimeMedian(
+          [&] {
+            float* c = reinterpret_cast<float*>(ops.c.data());
+            if (bf16) {
+              kernels::Gemm(ctx, args, reinterpret_cast<const BF16*>(ops.a.data()),
+                            reinterpret_cast<const BF16*>(ops.b.data()), c);
+            } else {
+              kernels::Gemm(ctx, args, reinterpret_cast<const float*>(ops.a.data()),
+                            reinterpret_cast<const float*>(ops.b.data()), c);
+            }
+          },
+          options.min_seconds);
+      r.gflops = flop / t.median_seconds * 1e-9;
+      r.peak_fraction = r.gflops / (bf16 ? peak.bf16_gflops : peak.f32_gflops);
+      r.gbs = static_cast<double>(ops.b.size()) / t.median_seconds * 1e-9;
+      if (options.peers) {
+        std::string error;
+        if (auto mm = OneDnnMatmul::Create(s.m, s.n, s.k, false, false, bf16, false, &error)) {
+          const Timing p = TimeMedian([&] { mm->Run(ops.a.data(), ops.b.data(), ops.c.data()); },
+                                      options.min_seconds);
+          r.onednn = flop / p.median_seconds * 1e-9;
+        } else {
+          fmt::print(stderr, "{}\n", error);
+        }
+        LetPeersPark();
+        if (blas && (!bf16 || blas->has_sbgemm())) {
+          const Timing p = TimeMedian(
+              [&] {
+                float* c = reinterpret_cast<float*>(ops.c.data());
+                if (bf16) {
+                  blas->Sbgemm(false, false, s.m, s.n, s.k,
+                               reinterpret_cast<const uint16_t*>(ops.a.data()), s.k,
+                               reinterpret_cast<const uint16_t*>(ops.b.data()), s.n, c, s.n);
+                } else {
+                  blas->Sgemm(false, false, s.m, s.n, s.k,
+                              reinterpret_cast<const float*>(ops.a.data()), s.k,
+                              reinterpret_cast<const float*>(ops.b.data()), s.n, c, s.n);
+                }
+              },
+              options.min_seconds);
+          r.openblas = flop / p.median_seconds * 1e-9;
+        }
+        LetPeersPark();
+      }
+      if (options.json) {
+        fmt::print("{}\n", Json(r, threads, core, isa, dram));
+      } else {
+        const double best = std::max(r.openblas.value_or(0), r.onednn.value_or(0));
+        auto cell = [](const std::optional<double>& v) {
+          return v ? fmt::format("{:9.1f}", *v) : fmt::format("{:>9}", "-");
+        };
+        fmt::print("{:>22} {:>5} {:9.1f} {:5.0f}% {} {} {:>7} {:8.1f} {:5.0f}%\n",
+                   fmt::format("{}x{}x{}", s.m, s.n, s.k), dtype, r.gflops, 100 * r.peak_fraction,
+                   cell(r.openblas), cell(r.onednn),
+                   best > 0 ? fmt::format("{:.2f}x", r.gflops / best) : std::string("-"), r.gbs,
+                   100 * r.gbs / dram);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace anvil::bench

@@ -1,0 +1,182 @@
+// `anvil bench train` (see train_bench.h). anvil runs its real Trainer::Step
+// (data loading, forward/backward, clipping, AdamW) on a synthetic shard of
+// random tokens; the peer runs in a child process whose environment gets
+// tcmalloc (LD_PRELOAD), OMP_WAIT_POLICY=PASSIVE and no OPENBLAS_CORETYPE /
+// OPENBLAS_L2_SIZE, as a tuning PyTorch user would set them.
+#include "train_bench.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "anvil/core/clock.h"
+#include "anvil/core/config.h"
+#include "anvil/core/rng.h"
+#include "anvil/data/shard.h"
+#include "anvil/train/trainer.h"
+
+namespace anvil::bench {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A shard of uniformly random tokens (a few global batches; the loader wraps).
+Status WriteRandomShard(const std::string& path, int64_t vocab, int64_t tokens) {
+  ASSIGN_OR_RETURN(data::ShardWriter w, data::ShardWriter::Create(path, static_cast<uint32_t>(vocab)));
+  const RngStream rng(42, RngPurpose::kTest);
+  std::vector<uint32_t> doc(tokens);
+  for (int64_t i = 0; i < tokens; ++i) doc[i] = rng.U32(i) % static_cast<uint32_t>(vocab);
+  RETURN_IF_ERROR(w.AddDocument(doc));
+  return w.Finish().status();
+}
+
+struct Figures {
+  double tokens_per_s = 0;
+  double mfu = 0;
+};
+
+}  // namespace
+
+int RunTrainBench(const TrainBenchOptions& o) {
+  auto fail = [](const Status& s) {
+    fmt::print(stderr, "anvil bench train: {}\n", s.ToString());
+    return 1;
+  };
+  auto config = Config::FromFile(o.config);
+  if (!config.ok()) return fail(config.status());
+  Config peer_view = *config;  // to read the model keys for the peer
+  auto mc = model::ModelConfig::FromConfig(peer_view);
+  if (!mc.ok()) return fail(mc.status());
+  auto tc = train::TrainConfig::FromConfig(peer_view);
+  if (!tc.ok()) return fail(tc.status());
+  const std::string precision =
+      o.precision.empty() ? model::PrecisionName(tc->precision) : o.precision;
+
+  const std::string tmp = (fs::temp_directory_path() /
+                           fmt::format("anvil_bench_train_{}", ::getpid())).string();
+  fs::create_directories(tmp + "/data");
+  const int64_t tokens = (tc->batch_size * (tc->seq_len + 1)) * tc->grad_accum * 4 + 1;
+  for (const char* split : {"train.bin", "val.bin"}) {
+    if (Status s = WriteRandomShard(tmp + "/data/" + split, mc->vocab_size, tokens); !s.ok()) {
+      return fail(s);
+    }
+  }
+  for (const std::string& set :
+       {fmt::format("data.dir=\"{}\"", tmp + "/data"), fmt::format("train.precision={}", precision),
+        fmt::format("train.threads={}", o.threads), std::string("data.shuffle=false")}) {
+    if (Status s = config->Set(set); !s.ok()) return fail(s);
+  }
+  Figures anvil_fig;
+  double peak = 0, flops_per_token = mc->FlopsPerToken(tc->seq_len);
+  int threads = 0;
+  {
+    auto trainer = train::Trainer::Create(
+        std::move(*config), train::RunOptions{.run_dir = tmp + "/run", .write_metrics = false});
+    if (!trainer.ok()) {
+      fs::remove_all(tmp);
+      return fail(trainer.status());
+    }
+    train::Trainer& t = **trainer;
+    threads = t.threads();
+    peak = t.peak_gflops();
+    if (!o.json) {
+      fmt::print("anvil bench train: {} ({:.2f} M params, {:.1f} MFLOP/token), {} x {} x {} "
+                 "tokens/step, {}, {} threads, peak {:.0f} GFLOP/s\n",
+                 o.config, mc->NumParams() / 1e6, flops_per_token / 1e6, tc->batch_size,
+                 tc->seq_len, tc->grad_accum, precision, threads, peak);
+      std::fflush(stdout);
+    }
+    for (int i = 0; i < o.warmup; ++i) t.Step();
+    const Stopwatch watch;
+    for (int i = 0; i < o.steps; ++i) t.Step();
+    const double seconds = watch.Seconds();
+    anvil_fig.tokens_per_s = static_cast<double>(o.steps * tc->tokens_per_step()) / seconds;
+    anvil_fig.mfu = anvil_fig.tokens_per_s * flops_per_token / (peak * 1e9);
+  }
+  fs::remove_all(tmp);
+
+  Figures torch_fig;
+  std::string peer_name = "pytorch", peer_error;
+  if (o.peer) {
+    const std::string script =
+        o.peer_script.empty() ? (fs::path(__FILE__).parent_path() / "torch_train_peer.py").string()
+                              : o.peer_script;
+    nlohmann::json model = {{"dim", mc->dim},           {"n_layers", mc->n_layers},
+                            {"n_heads", mc->n_heads},   {"n_kv_heads", mc->n_kv_heads},
+                            {"ffn_dim", mc->ffn_dim},   {"vocab_size", mc->vocab_size},
+                            {"rope_theta", mc->rope_theta}, {"norm_eps", mc->norm_eps},
+                            {"tie_embeddings", mc->tie_embeddings}, {"init_std", mc->init_std}};
+    std::string env = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE";
+    if (fs::exists(kTcmalloc)) env += fmt::format(" LD_PRELOAD={}", kTcmalloc);
+    const std::string cmd = fmt::format(
+        "{} {} {} --model {} --batch {} --seq {} --accum {} --precision {} --threads {} "
+        "--steps {} --warmup {}",
+        env, ShellQuote(o.python), ShellQuote(script), ShellQuote(model.dump()), tc->batch_size,
+        tc->seq_len, tc->grad_accum, precision, threads, o.steps, o.warmup);
+    std::FILE* pipe = ::popen(cmd.c_str(), "r");
+    std::string out;
+    if (pipe != nullptr) {
+      char buf[4096];
+      size_t got;
+      while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
+      const int rc = ::pclose(pipe);
+      try {
+        const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind('{')));
+        if (j.contains("error")) throw std::runtime_error(j["error"].get<std::string>());
+        torch_fig.tokens_per_s = j.at("tokens_per_s").get<double>();
+        torch_fig.mfu = torch_fig.tokens_per_s * flops_per_token / (peak * 1e9);
+        peer_name = j.at("peer").get<std::string>();
+      } catch (const std::exception& e) {
+        peer_error = fmt::format("peer failed (exit {}): {} {}", rc, e.what(), out);
+      }
+    } else {
+      peer_error = "cannot start the peer";
+    }
+  }
+  const double ratio = torch_fig.tokens_per_s > 0 ? anvil_fig.tokens_per_s / torch_fig.tokens_per_s : 0;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["bench"] = "train";
+    j["config"] = o.config;
+    j["precision"] = precision;
+    j["threads"] = threads;
+    j["tokens_per_step"] = tc->tokens_per_step();
+    j["flops_per_token"] = flops_per_token;
+    j["peak_gflops"] = peak;
+    j["anvil_tokens_per_s"] = anvil_fig.tokens_per_s;
+    j["anvil_mfu"] = anvil_fig.mfu;
+    if (o.peer) {
+      j["peer"] = peer_name;
+      j["peer_tokens_per_s"] = torch_fig.tokens_per_s;
+      j["peer_mfu"] = torch_fig.mfu;
+      j["anvil_over_peer"] = ratio;
+      if (!peer_error.empty()) j["peer_error"] = peer_error;
+    }
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("{:<22} {:>12} {:>8}\n", "", "tokens/s", "MFU");
+    fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", "anvil", anvil_fig.tokens_per_s, 100 * anvil_fig.mfu);
+    if (o.peer) {
+      if (peer_error.empty()) {
+        fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", peer_name, torch_fig.tokens_per_s,
+                   100 * torch_fig.mfu);
+        fmt::print("anvil / pytorch        {:>12.2f}x\n", ratio);
+      } else {
+        fmt::print("pytorch: {}\n", peer_error);
+      }
+    }
+  }
+  return peer_error.empty() ? 0 : 1;
+}
+
+}  // namespace anvil::bench

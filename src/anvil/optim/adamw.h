@@ -1,0 +1,87 @@
+// AdamW over the model's flat f32 buffers: m and v share the parameters'
+// layout, so one offset addresses weight, grad, m and v. Gradient clipping by
+// global L2 norm is a grad scale applied inside the fused update
+// (kernels::AdamWUpdate), which also writes the bf16 shadow in the same pass.
+//
+// Weight-decay rule: decay applies to tensors of rank >= 2 (embedding, linear
+// layers, LM head) and never to rank-1 tensors (the RMSNorm gains) — decaying
+// a gain pulls it toward 0 and shrinks the whole activation.
+//
+// Determinism: the global norm sums squares in double over fixed chunks of
+// kNormChunk elements (each chunk in a fixed lane order), then adds the chunk
+// sums in index order; threads only pick which chunks they compute, so the
+// norm has the same bits for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/bf16.h"
+#include "anvil/core/status.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/weights.h"
+#include "anvil/optim/schedule.h"
+
+namespace anvil::optim {
+
+inline constexpr int64_t kNormChunk = 16384;
+
+// The L2 norm of `x`, in double, bitwise the same for any pool size.
+double GlobalNorm(ThreadPool& pool, std::span<const float> x);
+
+// The grad scale that clips a norm to `max_norm` (PyTorch's clip_grad_norm_:
+// max_norm / (norm + 1e-6) when that is below 1, else 1; 1 when max_norm is 0).
+float ClipScale(double norm, double max_norm);
+
+// A contiguous range of the flat buffers updated with one decay setting.
+struct ParamGroup {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool decay = true;
+};
+
+// The groups of a Llama layout by the rule above; adjacent tensors with the
+// same setting merge (their zero padding included: it stays zero).
+std::vector<ParamGroup> LlamaParamGroups(const model::LlamaParams& params);
+
+class AdamW {
+ public:
+  // m and v of `size` elements, zeroed (first touch happens here, once).
+  AdamW(const OptimConfig& config, std::vector<ParamGroup> groups, int64_t size);
+
+  // One update at schedule LR `lr`: increments step(), then for each group
+  // runs the fused update with grad scale `grad_scale`. `param_bf16` may be
+  // empty (no shadow) or of `size` elements.
+  void Step(const kernels::KernelCtx& ctx, double lr, float grad_scale, std::span<float> params,
+            std::span<const float> grads, std::span<BF16> param_bf16);
+
+  int64_t step() const { return step_; }  // updates done so far
+  int64_t size() const { return size_; }
+  std::span<float> m() { return {reinterpret_cast<float*>(m_.data()), static_cast<size_t>(size_)}; }
+  std::span<float> v() { return {reinterpret_cast<float*>(v_.data()), static_cast<size_t>(size_)}; }
+  std::span<const float> m() const {
+    return {reinterpret_cast<const float*>(m_.data()), static_cast<size_t>(size_)};
+  }
+  std::span<const float> v() const {
+    return {reinterpret_cast<const float*>(v_.data()), static_cast<size_t>(size_)};
+  }
+
+  // optimizer.safetensors: tensors "m" and "v" [size] (f32, flat in the
+  // parameters' layout), metadata "step" and "size".
+  Status Save(const std::string& path) const;
+  // Restores m, v and step; the error names the file and what differs.
+  Status Load(const std::string& path);
+
+ private:
+  OptimConfig config_;
+  std::vector<ParamGroup> groups_;
+  int64_t size_;
+  int64_t step_ = 0;
+  AlignedBuffer m_, v_;
+};
+
+}  // namespace anvil::optim

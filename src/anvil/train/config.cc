@@ -1,0 +1,70 @@
+// TrainConfig: reading the "train.*" and "data.*" keys, validation.
+#include "anvil/train/config.h"
+
+#include <fmt/core.h>
+
+namespace anvil::train {
+
+Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
+  TrainConfig c;
+  ASSIGN_OR_RETURN(c.data_dir, config.GetString("data.dir", c.data_dir));
+  ASSIGN_OR_RETURN(const std::string mode, config.GetString("data.mode", "windows"));
+  if (mode == "windows") {
+    c.mode = data::BatchMode::kWindows;
+  } else if (mode == "packed") {
+    c.mode = data::BatchMode::kPacked;
+  } else {
+    return InvalidArgument(fmt::format("key data.mode = \"{}\": must be \"windows\" or \"packed\"", mode));
+  }
+  ASSIGN_OR_RETURN(c.shuffle, config.GetBool("data.shuffle", c.shuffle));
+  ASSIGN_OR_RETURN(c.steps, config.GetInt("train.steps", c.steps));
+  ASSIGN_OR_RETURN(c.batch_size, config.GetInt("train.batch_size", c.batch_size));
+  ASSIGN_OR_RETURN(c.seq_len, config.GetInt("train.seq_len", c.seq_len));
+  ASSIGN_OR_RETURN(c.grad_accum, config.GetInt("train.grad_accum", c.grad_accum));
+  ASSIGN_OR_RETURN(c.seed, config.GetInt("train.seed", c.seed));
+  ASSIGN_OR_RETURN(const std::string precision, config.GetString("train.precision", "f32"));
+  auto p = model::ParsePrecision(precision);
+  if (!p.ok()) return p.status().WithContext("key train.precision");
+  c.precision = *p;
+  ASSIGN_OR_RETURN(const std::string recompute, config.GetString("train.recompute", "none"));
+  auto r = model::ParseRecompute(recompute);
+  if (!r.ok()) return r.status().WithContext("key train.recompute");
+  c.recompute = *r;
+  ASSIGN_OR_RETURN(c.threads, config.GetInt("train.threads", c.threads));
+  ASSIGN_OR_RETURN(c.eval_every, config.GetInt("train.eval_every", c.eval_every));
+  ASSIGN_OR_RETURN(c.eval_batches, config.GetInt("train.eval_batches", c.eval_batches));
+  ASSIGN_OR_RETURN(c.checkpoint_every, config.GetInt("train.checkpoint_every", c.checkpoint_every));
+  ASSIGN_OR_RETURN(c.keep_checkpoints, config.GetInt("train.keep_checkpoints", c.keep_checkpoints));
+  ASSIGN_OR_RETURN(c.log_every, config.GetInt("train.log_every", c.log_every));
+  ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble("train.max_minutes", c.max_minutes));
+  ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Status TrainConfig::Validate() const {
+  auto bad = [](const char* key, int64_t v, const char* want) {
+    return InvalidArgument(fmt::format("key {} = {}: {}", key, v, want));
+  };
+  if (data_dir.empty()) return InvalidArgument("key data.dir: must name the prepared data folder");
+  if (steps < 1) return bad("train.steps", steps, "must be >= 1");
+  if (batch_size < 1) return bad("train.batch_size", batch_size, "must be >= 1");
+  if (seq_len < 1) return bad("train.seq_len", seq_len, "must be >= 1");
+  if (grad_accum < 1) return bad("train.grad_accum", grad_accum, "must be >= 1");
+  if (seed < 0) return bad("train.seed", seed, "must be >= 0");
+  if (threads < 0 || threads > 1024) return bad("train.threads", threads, "must be in [0, 1024] (0: all)");
+  if (eval_every < 0) return bad("train.eval_every", eval_every, "must be >= 0 (0: at the end only)");
+  if (eval_batches < 1) return bad("train.eval_batches", eval_batches, "must be >= 1");
+  if (checkpoint_every < 0) {
+    return bad("train.checkpoint_every", checkpoint_every, "must be >= 0 (0: at the end only)");
+  }
+  if (keep_checkpoints < 0) return bad("train.keep_checkpoints", keep_checkpoints, "must be >= 0");
+  if (log_every < 1) return bad("train.log_every", log_every, "must be >= 1");
+  if (!(max_minutes >= 0)) {
+    return InvalidArgument(fmt::format("key train.max_minutes = {}: must be >= 0", max_minutes));
+  }
+  if (trace_steps < 1) return bad("train.trace_steps", trace_steps, "must be >= 1");
+  return Status::Ok();
+}
+
+}  // namespace anvil::train

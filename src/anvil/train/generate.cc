@@ -1,0 +1,100 @@
+// Generation: checkpoint + tokenizer loading and the decode loop (see generate.h).
+#include "anvil/train/generate.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "anvil/core/clock.h"
+#include "anvil/core/config.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/data/tokenizer_json.h"
+#include "anvil/io/checkpoint.h"
+#include "anvil/kernels/attention.h"
+#include "anvil/model/attention_block.h"
+#include "anvil/model/decode.h"
+#include "anvil/model/hf_checkpoint.h"
+#include "anvil/model/llama.h"
+
+namespace anvil::train {
+
+Result<GenerateResult> Generate(const GenerateOptions& options,
+                                const std::function<void(std::string_view)>& on_text) {
+  RETURN_IF_ERROR(options.sampling.Validate());
+  if (options.max_new < 0) return InvalidArgument("--max-new must be >= 0");
+  ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(options.checkpoint));
+  ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ReadHfConfig(info.dir + "/config.json"));
+
+  std::string tokenizer_path = options.tokenizer;
+  if (tokenizer_path.empty()) {
+    ASSIGN_OR_RETURN(Config run_config, Config::FromFile(info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(const std::string data_dir, run_config.GetString("data.dir", ""));
+    if (data_dir.empty()) {
+      return InvalidArgument(fmt::format("{}/config.toml: no data.dir naming the tokenizer; pass "
+                                         "--tokenizer",
+                                         info.dir));
+    }
+    tokenizer_path = data_dir + "/tokenizer.json";
+  }
+  ASSIGN_OR_RETURN(const data::Tokenizer tok, data::LoadTokenizer(tokenizer_path));
+  if (tok.vocab_size() > mc.vocab_size) {
+    return InvalidArgument(fmt::format("{}: {} tokens, more than the model's vocab_size {}",
+                                       tokenizer_path, tok.vocab_size(), mc.vocab_size));
+  }
+
+  ThreadPool pool(options.threads);
+  const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
+                                  kernels::AttentionScratchBytes(model::AttentionDimsOf(mc)));
+  const kernels::KernelCtx ctx(pool, BestIsa(), scratch);
+  model::Llama llama(mc, {.max_batch = 1, .max_seq_len = mc.max_seq_len}, ctx);
+  llama.InitWeights(ctx, 0);  // zeroes the padding; the load overwrites every tensor
+  RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, llama.params()));
+  llama.RefreshBf16Weights(ctx);
+
+  std::vector<int32_t> prompt = {static_cast<int32_t>(tok.bos_id())};
+  for (uint32_t id : tok.Encode(options.prompt)) prompt.push_back(static_cast<int32_t>(id));
+  const int64_t max_len = mc.max_seq_len;
+  if (static_cast<int64_t>(prompt.size()) >= max_len) {
+    prompt.erase(prompt.begin(), prompt.end() - (max_len - 1));  // keep the prompt's end
+  }
+  model::Decoder decoder(llama, 1, max_len, max_len);
+  std::vector<float> logits(static_cast<size_t>(max_len) * mc.vocab_size);
+  GenerateResult r;
+  r.checkpoint = info.dir;
+  r.step = info.step;
+  r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  Stopwatch watch;
+  decoder.Append(ctx, 0, prompt, logits.data());
+  r.prefill_seconds = watch.Seconds();
+  watch.Reset();
+  std::span<const float> last(logits.data() + (prompt.size() - 1) * mc.vocab_size, mc.vocab_size);
+  Sampler sampler(options.sampling);
+  r.stop_reason = "max_new";
+  for (int64_t i = 0; i < options.max_new; ++i) {
+    const int32_t next = sampler.Sample(last, static_cast<uint64_t>(i));
+    if (static_cast<uint32_t>(next) == tok.eos_id()) {
+      r.stop_reason = "eos";
+      break;
+    }
+    const uint32_t id = static_cast<uint32_t>(next);
+    const std::string piece =
+        next < tok.vocab_size() ? tok.Decode(std::span<const uint32_t>(&id, 1)) : std::string("?");
+    r.text += piece;
+    ++r.new_tokens;
+    if (on_text) on_text(piece);
+    if (decoder.length(0) >= max_len) {
+      r.stop_reason = "max_seq_len";
+      break;
+    }
+    if (i + 1 < options.max_new) {
+      const int32_t t = next;
+      decoder.Append(ctx, 0, std::span<const int32_t>(&t, 1), logits.data());
+      last = std::span<const float>(logits.data(), mc.vocab_size);
+    }
+  }
+  r.decode_seconds = watch.Seconds();
+  return r;
+}
+
+}  // namespace anvil::train

@@ -1,0 +1,109 @@
+// Progress line / plain log lines and the SIGINT flag (see progress.h).
+#include "anvil/train/progress.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
+#include "anvil/core/clock.h"
+
+namespace anvil::train {
+namespace {
+
+std::atomic<bool> g_sigint{false};
+
+void OnSigint(int) {
+  if (g_sigint.exchange(true)) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
+
+std::string Duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "--:--";
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{:02}:{:02}", s / 60, s % 60);
+}
+
+}  // namespace
+
+Progress::Progress(int64_t first_step, int64_t total_steps, int64_t log_every, std::FILE* out)
+    : out_(out),
+      tty_(::isatty(::fileno(out)) != 0),
+      first_step_(first_step),
+      total_(total_steps),
+      log_every_(log_every),
+      start_(NowSeconds()) {}
+
+void Progress::Clear() {
+  if (tty_ && line_open_) {
+    std::fputs("\r\033[2K", out_);
+    line_open_ = false;
+  }
+}
+
+void Progress::OnStep(const StepMetrics& m) {
+  smoothed_tps_ = smoothed_tps_ == 0 ? m.tokens_per_s : 0.9 * smoothed_tps_ + 0.1 * m.tokens_per_s;
+  // MFU of the smoothed rate (per-token FLOPs are fixed, so it scales).
+  const double mfu = m.tokens_per_s > 0 ? m.mfu * smoothed_tps_ / m.tokens_per_s : 0.0;
+  const double elapsed = NowSeconds() - start_;
+  const int64_t done = m.step - first_step_;
+  const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - m.step) : -1;
+  if (tty_) {
+    const int width = 24;
+    const int filled = static_cast<int>(width * m.step / std::max<int64_t>(1, total_));
+    const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+    last_line_ = fmt::format("[{}] step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
+                             "ETA {}",
+                             bar, m.step, total_, m.loss, m.lr, smoothed_tps_, 100 * mfu,
+                             Duration(eta));
+    std::fputs(("\r\033[2K" + last_line_).c_str(), out_);
+    line_open_ = true;
+  } else if (m.step % log_every_ == 0 || m.step == total_ || done == 1) {
+    std::fputs(fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  grad_norm {:.3f}  {:.0f} tok/s  "
+                           "mfu {:.1f}%  elapsed {}  ETA {}\n",
+                           m.step, total_, m.loss, m.lr, m.grad_norm, smoothed_tps_, 100 * mfu,
+                           Duration(elapsed), Duration(eta))
+                   .c_str(),
+               out_);
+  }
+  std::fflush(out_);
+}
+
+void Progress::OnEval(const EvalMetrics& m) {
+  Message(fmt::format("step {}/{}  val_loss {:.4f} ({} tokens, {:.1f} s)", m.step, total_,
+                      m.val_loss, m.val_tokens, m.seconds));
+}
+
+void Progress::Message(const std::string& text) {
+  Clear();
+  std::fputs((text + "\n").c_str(), out_);
+  if (tty_ && !last_line_.empty()) {
+    std::fputs(last_line_.c_str(), out_);
+    line_open_ = true;
+  }
+  std::fflush(out_);
+}
+
+void Progress::Finish() {
+  if (tty_ && line_open_) std::fputs("\n", out_);
+  line_open_ = false;
+  last_line_.clear();
+  std::fflush(out_);
+}
+
+void InstallSigintHandler() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+bool SigintReceived() { return g_sigint.load(); }
+void ResetSigint() { g_sigint.store(false); }
+
+}  // namespace anvil::train

@@ -1,0 +1,46 @@
+// What a person watching a run sees: on a terminal one progress line redrawn
+// in place (step/total, loss, tokens/s, ETA); otherwise a plain line every
+// train.log_every steps. And Ctrl-C: the first SIGINT only sets a flag the
+// loop polls between steps (it then checkpoints and exits cleanly); a second
+// one restores the default action and kills the process.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "anvil/train/metrics.h"
+
+namespace anvil::train {
+
+class Progress {
+ public:
+  // `first_step`: steps already done (a resume); `out`: where to draw.
+  Progress(int64_t first_step, int64_t total_steps, int64_t log_every, std::FILE* out = stdout);
+  bool is_terminal() const { return tty_; }
+
+  void OnStep(const StepMetrics& m);
+  void OnEval(const EvalMetrics& m);
+  // A message on its own line (the progress line is redrawn after it).
+  void Message(const std::string& text);
+  // Ends the in-place line.
+  void Finish();
+
+ private:
+  void Clear();
+  std::FILE* out_;
+  bool tty_;
+  int64_t first_step_, total_, log_every_;
+  double start_ = 0;
+  double smoothed_tps_ = 0;
+  bool line_open_ = false;
+  std::string last_line_;
+};
+
+// Installs the SIGINT handler described above (idempotent).
+void InstallSigintHandler();
+bool SigintReceived();
+// For tests: clears the flag.
+void ResetSigint();
+
+}  // namespace anvil::train

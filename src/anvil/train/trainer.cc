@@ -1,0 +1,282 @@
+// The trainer: setup from a Config, the step with gradient accumulation,
+// validation, and the run loop (see trainer.h). Checkpoint save/load is in
+// checkpointing.cc.
+#include "anvil/train/trainer.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "anvil/core/clock.h"
+#include "anvil/core/file_util.h"
+#include "anvil/io/checkpoint.h"
+#include "anvil/kernels/attention.h"
+#include "anvil/model/attention_block.h"
+#include "anvil/model/head_block.h"
+#include "anvil/profile/peak.h"
+#include "anvil/profile/trace.h"
+
+namespace anvil::train {
+namespace {
+
+// Copies a loader batch ([B, T+1] windows) into model-format arrays.
+int64_t ToModelBatch(const data::Batch& b, bool packed, std::vector<int32_t>& tokens,
+                     std::vector<int32_t>& targets, std::vector<int32_t>& positions,
+                     std::vector<int32_t>& cu_seqlens, model::Batch& view) {
+  const size_t n = static_cast<size_t>(b.batch_size) * b.seq_len;
+  tokens.resize(n);
+  targets.resize(n);
+  int64_t counted = 0;
+  for (int r = 0; r < b.batch_size; ++r) {
+    const auto in = b.Inputs(r);
+    const auto tg = b.Targets(r);
+    std::copy(in.begin(), in.end(), tokens.begin() + static_cast<size_t>(r) * b.seq_len);
+    std::copy(tg.begin(), tg.end(), targets.begin() + static_cast<size_t>(r) * b.seq_len);
+  }
+  for (int32_t t : targets) counted += t != model::kIgnoreIndex;
+  if (packed) {
+    positions = b.positions;
+    cu_seqlens = b.cu_seqlens;
+  } else {
+    positions.clear();
+    cu_seqlens.clear();
+  }
+  view = model::Batch{.rows = b.batch_size, .seq_len = b.seq_len, .tokens = tokens,
+                      .targets = targets, .cu_seqlens = cu_seqlens, .positions = positions};
+  return counted;
+}
+
+}  // namespace
+
+Trainer::~Trainer() = default;
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(Config config, const RunOptions& options) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  RETURN_IF_ERROR(t->Init(std::move(config), options));
+  return t;
+}
+
+Status Trainer::Init(Config config, const RunOptions& options) {
+  options_ = options;
+  ASSIGN_OR_RETURN(model_config_, model::ModelConfig::FromConfig(config));
+  ASSIGN_OR_RETURN(train_, TrainConfig::FromConfig(config));
+  ASSIGN_OR_RETURN(optim_config_, optim::OptimConfig::FromConfig(config));
+  RETURN_IF_ERROR(config.CheckAllUsed());
+  resolved_toml_ = config.ResolvedToml();
+  if (train_.seq_len > model_config_.max_seq_len) {
+    return InvalidArgument(fmt::format("key train.seq_len = {} exceeds model.max_seq_len = {}",
+                                       train_.seq_len, model_config_.max_seq_len));
+  }
+  const std::string& dir = options_.run_dir;
+  if (dir.empty()) return InvalidArgument("no run folder given (--out)");
+  RETURN_IF_ERROR(MakeDirectories(dir));
+  if (!options_.resume && std::filesystem::exists(dir + "/" + io::kLatestFile)) {
+    return InvalidArgument(fmt::format(
+        "{}: already holds a run with checkpoints; continue it with `anvil train --resume {}` "
+        "or choose another --out",
+        dir, dir));
+  }
+  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_toml_));
+
+  pool_ = std::make_unique<ThreadPool>(static_cast<int>(train_.threads));
+  const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
+                                  kernels::AttentionScratchBytes(model::AttentionDimsOf(model_config_)));
+  ctx_ = std::make_unique<kernels::KernelCtx>(*pool_, BestIsa(), scratch);
+
+  auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
+    const std::string path = train_.data_dir + "/" + name;
+    auto shard = data::TokenShard::Open(path);
+    if (!shard.ok()) {
+      return shard.status().WithContext(fmt::format(
+          "opening the {} shard (data.dir = \"{}\"; run `anvil prepare` first)", name, train_.data_dir));
+    }
+    if (shard->vocab_size() > model_config_.vocab_size) {
+      return InvalidArgument(fmt::format("{}: vocabulary of {} tokens exceeds model.vocab_size = {}",
+                                         path, shard->vocab_size(), model_config_.vocab_size));
+    }
+    return std::make_unique<data::TokenShard>(std::move(*shard));
+  };
+  ASSIGN_OR_RETURN(train_shard_, open("train.bin"));
+  ASSIGN_OR_RETURN(val_shard_, open("val.bin"));
+  const data::LoaderConfig lc{.batch_size = static_cast<int>(train_.batch_size),
+                              .seq_len = static_cast<int>(train_.seq_len),
+                              .mode = train_.mode,
+                              .shuffle = train_.shuffle,
+                              .seed = static_cast<uint64_t>(train_.seed)};
+  RETURN_IF_ERROR(lc.Validate());
+  auto loader = data::Loader::Create(*train_shard_, lc);
+  if (!loader.ok()) return loader.status().WithContext("training data");
+  loader_ = std::make_unique<data::Loader>(std::move(*loader));
+  auto val_loader = data::Loader::Create(*val_shard_, lc.ForValidation());
+  if (!val_loader.ok()) return val_loader.status().WithContext("validation data");
+  val_loader_ = std::make_unique<data::Loader>(std::move(*val_loader));
+
+  const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
+                               .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
+  model_ = std::make_unique<model::Llama>(model_config_, mo, *ctx_);
+  optimizer_ = std::make_unique<optim::AdamW>(optim_config_, optim::LlamaParamGroups(model_->params()),
+                                              model_->params().size());
+  schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
+  flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
+  if (options_.peak_gflops > 0) {
+    peak_gflops_ = options_.peak_gflops;
+  } else {
+    const profile::PeakFlops peak = profile::MeasurePeakFlops(*pool_);
+    peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak.bf16_gflops : peak.f32_gflops;
+  }
+
+  // Init always (it also zeroes the layout's padding); a resume then loads.
+  model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
+  if (options_.resume) RETURN_IF_ERROR(LoadCheckpoint(dir));
+  if (options_.write_metrics) {
+    ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(dir + "/metrics.jsonl", step_));
+  }
+  micro_.resize(train_.grad_accum);
+  return Status::Ok();
+}
+
+StepMetrics Trainer::Step() {
+  ANVIL_TRACE_ZONE("step");
+  const Stopwatch watch;
+  const bool packed = train_.mode == data::BatchMode::kPacked;
+  int64_t counted = 0;
+  {
+    ANVIL_TRACE_ZONE("load_batches");
+    for (Micro& m : micro_) {
+      counted += ToModelBatch(loader_->Next(), packed, m.tokens, m.targets, m.positions,
+                              m.cu_seqlens, m.view);
+    }
+  }
+  {
+    ANVIL_TRACE_ZONE("zero_grads");
+    model_->ZeroGrads(*ctx_);
+  }
+  const float loss_scale = counted > 0 ? static_cast<float>(1.0 / static_cast<double>(counted)) : 0.0f;
+  double loss_sum = 0;
+  for (Micro& m : micro_) {
+    ANVIL_TRACE_ZONE("forward_backward");
+    loss_sum += model_->ForwardBackward(*ctx_, m.view, loss_scale).loss_sum;
+  }
+  model::LlamaParams& params = model_->params();
+  double norm = 0;
+  {
+    ANVIL_TRACE_ZONE("grad_norm");
+    norm = optim::GlobalNorm(*pool_, params.grads());
+  }
+  const double lr = schedule_->LrAt(step_);
+  {
+    ANVIL_TRACE_ZONE("adamw");
+    optimizer_->Step(*ctx_, lr, optim::ClipScale(norm, optim_config_.grad_clip), params.weights(),
+                     params.grads(), params.bf16());
+  }
+  ++step_;
+  const int64_t tokens = train_.tokens_per_step();
+  tokens_seen_ += tokens;
+  StepMetrics m;
+  m.step = step_;
+  m.loss = counted > 0 ? loss_sum / static_cast<double>(counted) : 0.0;
+  m.lr = lr;
+  m.grad_norm = norm;
+  m.seconds = watch.Seconds();
+  m.tokens_per_s = static_cast<double>(tokens) / std::max(m.seconds, 1e-9);
+  m.mfu = m.tokens_per_s * flops_per_token_ / (peak_gflops_ * 1e9);
+  m.mem_high_water = PeakRssBytes();
+  m.tokens = tokens_seen_;
+  return m;
+}
+
+EvalMetrics Trainer::Evaluate() {
+  ANVIL_TRACE_ZONE("evaluate");
+  const Stopwatch watch;
+  const bool packed = train_.mode == data::BatchMode::kPacked;
+  const int64_t batches =
+      std::min<int64_t>(train_.eval_batches, static_cast<int64_t>(val_loader_->steps_per_epoch()));
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  Micro& e = eval_batch_;
+  for (int64_t i = 0; i < batches; ++i) {
+    val_loader_->Fill({0, static_cast<uint64_t>(i)}, &eval_scratch_);
+    ToModelBatch(eval_scratch_, packed, e.tokens, e.targets, e.positions, e.cu_seqlens, e.view);
+    const model::LossStats s = model_->Forward(*ctx_, e.view);
+    loss_sum += s.loss_sum;
+    tokens += s.tokens;
+  }
+  EvalMetrics m;
+  m.step = step_;
+  m.val_loss = tokens > 0 ? loss_sum / static_cast<double>(tokens) : 0.0;
+  m.val_tokens = tokens;
+  m.seconds = watch.Seconds();
+  last_eval_step_ = step_;
+  last_val_loss_ = m.val_loss;
+  return m;
+}
+
+Result<RunSummary> Trainer::Run(const Hooks& hooks) {
+  RunSummary summary;
+  summary.first_step = step_;
+  const Stopwatch session;
+  auto message = [&](const std::string& text) {
+    if (hooks.on_message) hooks.on_message(text);
+  };
+  auto eval = [&] {
+    const EvalMetrics e = Evaluate();
+    if (metrics_) metrics_->Write(e);
+    if (hooks.on_eval) hooks.on_eval(e);
+  };
+  auto save = [&]() -> Status {
+    ASSIGN_OR_RETURN(summary.checkpoint, SaveCheckpoint());
+    message(fmt::format("checkpoint {}", summary.checkpoint));
+    return Status::Ok();
+  };
+
+  // With tracing: a few steps after the first (warm-up) step of this session.
+  const int64_t remaining = train_.steps - step_;
+  const int64_t trace_begin = step_ + (remaining > train_.trace_steps ? 1 : 0);
+  const int64_t trace_end = std::min(train_.steps, trace_begin + train_.trace_steps);
+  bool tracing = false;
+  auto finish_trace = [&]() -> Status {
+    profile::Tracer::Stop();
+    tracing = false;
+    const std::string path = options_.run_dir + "/trace.json";
+    RETURN_IF_ERROR(profile::Tracer::WriteChromeJson(path));
+    message(fmt::format("trace of steps {}..{} ({} events) in {}", trace_begin + 1, step_,
+                        profile::Tracer::Events().size(), path));
+    return Status::Ok();
+  };
+
+  while (step_ < train_.steps) {
+    if (hooks.stop_requested && hooks.stop_requested()) {
+      summary.interrupted = true;
+      break;
+    }
+    if (train_.max_minutes > 0 && session.Seconds() > train_.max_minutes * 60) {
+      summary.time_limited = true;
+      message(fmt::format("time limit train.max_minutes = {} reached at step {}", train_.max_minutes,
+                          step_));
+      break;
+    }
+    if (options_.trace && step_ == trace_begin) {
+      profile::Tracer::Start();
+      tracing = true;
+    }
+    const StepMetrics m = Step();
+    if (metrics_) metrics_->Write(m);
+    if (hooks.on_step) hooks.on_step(m);
+    if (tracing && step_ >= trace_end) RETURN_IF_ERROR(finish_trace());
+    if (train_.eval_every > 0 && step_ % train_.eval_every == 0) eval();
+    if (train_.checkpoint_every > 0 && step_ % train_.checkpoint_every == 0) RETURN_IF_ERROR(save());
+  }
+  if (tracing) RETURN_IF_ERROR(finish_trace());
+  if (!summary.interrupted && last_eval_step_ != step_) eval();
+  if (last_saved_step_ != step_) RETURN_IF_ERROR(save());
+  if (summary.checkpoint.empty()) {
+    summary.checkpoint = options_.run_dir + "/" + io::CheckpointDirName(step_);
+  }
+  summary.steps_done = step_;
+  summary.final_val_loss = last_val_loss_;
+  summary.seconds = session.Seconds();
+  return summary;
+}
+
+}  // namespace anvil::train

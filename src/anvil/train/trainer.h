@@ -1,0 +1,129 @@
+// The pre-training step loop: micro-batches with gradient accumulation
+// (loss_scale = 1 / counted targets of the whole step), global-norm clipping,
+// AdamW, periodic validation, metrics, checkpoints and bitwise resume.
+// Orchestration only: the math is in model/ and optim/.
+//
+// A run directory holds config.toml (the resolved config), metrics.jsonl (one
+// JSON object per step, plus val_loss lines), trace.json (with tracing), and
+// checkpoints step_<N>/ with a `latest` pointer (io/checkpoint.h). A
+// checkpoint holds model.safetensors + config.json (Hugging Face Llama
+// names), optimizer.safetensors (AdamW m, v, step), trainer_state.json (step,
+// loader position, seed, LR, tokens seen) and config.toml.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "anvil/core/config.h"
+#include "anvil/core/status.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/data/loader.h"
+#include "anvil/data/shard.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/llama.h"
+#include "anvil/optim/adamw.h"
+#include "anvil/train/config.h"
+#include "anvil/train/metrics.h"
+
+namespace anvil::train {
+
+struct RunOptions {
+  std::string run_dir;           // created if missing
+  bool resume = false;           // continue from run_dir's latest checkpoint
+  bool trace = false;            // write run_dir/trace.json of a few steps
+  double peak_gflops = 0;        // MFU denominator; 0: measure at startup
+  bool write_metrics = true;     // metrics.jsonl
+};
+
+// What the loop reports to its caller (progress display, tests).
+struct Hooks {
+  std::function<void(const StepMetrics&)> on_step = nullptr;
+  std::function<void(const EvalMetrics&)> on_eval = nullptr;
+  std::function<void(const std::string& message)> on_message = nullptr;
+  // Polled before each step; true stops the run after a checkpoint.
+  std::function<bool()> stop_requested = nullptr;
+};
+
+struct RunSummary {
+  int64_t first_step = 0;  // steps done before this session (resume)
+  int64_t steps_done = 0;  // steps done at the end (total)
+  bool interrupted = false;   // stop_requested ended the run early
+  bool time_limited = false;  // train.max_minutes ended it
+  std::optional<double> final_val_loss;
+  std::string checkpoint;  // the last checkpoint written
+  double seconds = 0;
+};
+
+class Trainer {
+ public:
+  // Reads the model/train/optim keys of `config` (unknown keys are errors),
+  // opens the data, builds the model and optimizer, and either initialises
+  // the weights or (options.resume) loads the latest checkpoint of run_dir.
+  // Writes run_dir/config.toml.
+  static Result<std::unique_ptr<Trainer>> Create(Config config, const RunOptions& options);
+  ~Trainer();
+
+  // One optimizer step (train.grad_accum micro-batches).
+  StepMetrics Step();
+  // Mean loss over the validation batches (deterministic: the first
+  // train.eval_batches windows in order).
+  EvalMetrics Evaluate();
+  // Writes a checkpoint of the current state; returns its folder.
+  Result<std::string> SaveCheckpoint();
+
+  // Steps until train.steps, a stop request or the time limit; validation
+  // and checkpoints as configured; always a checkpoint at the end.
+  Result<RunSummary> Run(const Hooks& hooks);
+
+  int64_t step() const { return step_; }
+  const TrainConfig& train_config() const { return train_; }
+  const model::ModelConfig& model_config() const { return model_config_; }
+  const std::string& resolved_config() const { return resolved_toml_; }
+  model::Llama& model() { return *model_; }
+  const optim::AdamW& optimizer() const { return *optimizer_; }
+  double peak_gflops() const { return peak_gflops_; }
+  int threads() const { return pool_->size(); }
+
+ private:
+  Trainer() = default;
+  Status Init(Config config, const RunOptions& options);
+  Status LoadCheckpoint(const std::string& path);
+
+  RunOptions options_;
+  TrainConfig train_;
+  model::ModelConfig model_config_;
+  optim::OptimConfig optim_config_;
+  std::string resolved_toml_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<kernels::KernelCtx> ctx_;
+  std::unique_ptr<data::TokenShard> train_shard_, val_shard_;
+  std::unique_ptr<data::Loader> loader_, val_loader_;
+  std::unique_ptr<model::Llama> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  double peak_gflops_ = 0;
+  double flops_per_token_ = 0;
+
+  int64_t step_ = 0;          // optimizer steps done
+  int64_t tokens_seen_ = 0;   // training tokens consumed
+  int64_t last_saved_step_ = -1;
+  int64_t last_eval_step_ = -1;
+  std::optional<double> last_val_loss_;
+
+  // Model-format copies of the micro-batches of one step.
+  struct Micro {
+    std::vector<int32_t> tokens, targets, positions, cu_seqlens;
+    model::Batch view;
+  };
+  std::vector<Micro> micro_;
+  Micro eval_batch_;
+  data::Batch eval_scratch_;
+};
+
+}  // namespace anvil::train

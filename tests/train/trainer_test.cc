@@ -1,0 +1,146 @@
+// Trainer tests: config errors name the key, metrics.jsonl has every field,
+// Run() validates, checkpoints (keep-last-N) and stops cleanly on request,
+// the trace is valid Chrome JSON with events, and a run folder is not
+// silently overwritten.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "anvil/core/file_util.h"
+#include "anvil/io/checkpoint.h"
+#include "anvil/train/trainer.h"
+#include "train_testing.h"
+
+namespace anvil::train {
+namespace {
+
+using testing::MicroConfig;
+using testing::TempDir;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::WriteSyntheticData(data_dir_); }
+  TempDir tmp_{::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  std::string data_dir_ = tmp_.path() + "/data";
+  std::string run_ = tmp_.path() + "/run";
+};
+
+TEST_F(TrainerTest, UnknownKeyIsNamed) {
+  auto t = Trainer::Create(MicroConfig(data_dir_, "f32", {"train.stepz=3"}),
+                           RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("train.stepz"), std::string::npos) << t.status().message();
+}
+
+TEST_F(TrainerTest, BadValuesAreNamed) {
+  auto t = Trainer::Create(MicroConfig(data_dir_, "f32", {"train.grad_accum=0"}),
+                           RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("train.grad_accum"), std::string::npos);
+  auto missing = Trainer::Create(MicroConfig(data_dir_, "f32", {"data.dir=\"/nonexistent\""}),
+                                 RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/train.bin"), std::string::npos)
+      << missing.status().message();
+}
+
+TEST_F(TrainerTest, RunWritesMetricsCheckpointsAndTrace) {
+  auto t = Trainer::Create(MicroConfig(data_dir_, "f32", {"train.checkpoint_every=2"}),
+                           RunOptions{.run_dir = run_, .trace = true, .peak_gflops = 1});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  int steps = 0, evals = 0;
+  auto summary = (*t)->Run(Hooks{.on_step = [&](const StepMetrics&) { ++steps; },
+                                 .on_eval = [&](const EvalMetrics&) { ++evals; }});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(steps, 8);
+  EXPECT_EQ(evals, 2);  // eval_every = 4
+  EXPECT_EQ(summary->steps_done, 8);
+  ASSERT_TRUE(summary->final_val_loss.has_value());
+  EXPECT_EQ(summary->checkpoint, run_ + "/step_8");
+
+  // metrics.jsonl: one line per step with every field, plus val_loss lines.
+  std::ifstream in(run_ + "/metrics.jsonl");
+  std::string line;
+  int step_lines = 0, val_lines = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("val_loss")) {
+      ++val_lines;
+      continue;
+    }
+    ++step_lines;
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu",
+                            "mem_high_water"}) {
+      EXPECT_TRUE(j.contains(key)) << key << " missing in " << line;
+    }
+    EXPECT_GT(j["mem_high_water"].get<int64_t>(), 0);
+    EXPECT_GT(j["mfu"].get<double>(), 0);
+  }
+  EXPECT_EQ(step_lines, 8);
+  EXPECT_EQ(val_lines, 2);
+
+  // Checkpoints every 2 steps, the newest 2 kept, all verifiable.
+  EXPECT_EQ(io::ListCheckpoints(run_), (std::vector<int64_t>{6, 8}));
+  auto info = io::OpenCheckpoint(run_);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->step, 8);
+  for (const char* f : {"model.safetensors", "config.json", "optimizer.safetensors",
+                        "trainer_state.json", "config.toml", "manifest.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(info->dir + "/" + f)) << f;
+  }
+  EXPECT_TRUE(std::filesystem::exists(run_ + "/config.toml"));
+
+  // The trace: Chrome JSON with complete events of the traced steps.
+  auto text = ReadFile(run_ + "/trace.json");
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json trace = nlohmann::json::parse(*text);
+  int step_events = 0, total = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    ++total;
+    EXPECT_TRUE(e.contains("ts") && e.contains("dur") && e.contains("tid") && e.contains("name"));
+    step_events += e.at("name") == "step";
+  }
+  EXPECT_EQ(step_events, 3);  // train.trace_steps
+  EXPECT_GT(total, step_events);
+}
+
+TEST_F(TrainerTest, StopRequestCheckpointsAndResumeFinishes) {
+  {
+    auto t = Trainer::Create(MicroConfig(data_dir_, "f32"), RunOptions{.run_dir = run_, .peak_gflops = 1});
+    ASSERT_TRUE(t.ok());
+    int steps = 0;
+    auto summary = (*t)->Run(Hooks{.on_step = [&](const StepMetrics&) { ++steps; },
+                                   .stop_requested = [&] { return steps >= 3; }});
+    ASSERT_TRUE(summary.ok());
+    EXPECT_TRUE(summary->interrupted);
+    EXPECT_EQ(summary->steps_done, 3);
+    EXPECT_EQ(io::OpenCheckpoint(run_)->step, 3);
+  }
+  // A fresh start in the same folder is refused; a resume finishes the run.
+  auto again = Trainer::Create(MicroConfig(data_dir_, "f32"), RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("--resume"), std::string::npos);
+  auto resumed = Trainer::Create(MicroConfig(data_dir_, "f32"),
+                                 RunOptions{.run_dir = run_, .resume = true, .peak_gflops = 1});
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  auto summary = (*resumed)->Run({});
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->first_step, 3);
+  EXPECT_EQ(summary->steps_done, 8);
+  // metrics.jsonl continues: steps 1..8 once each.
+  std::ifstream in(run_ + "/metrics.jsonl");
+  std::string line;
+  std::vector<int64_t> steps;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("val_loss")) steps.push_back(j["step"].get<int64_t>());
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+}  // namespace
+}  // namespace anvil::train
