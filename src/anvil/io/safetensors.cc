@@ -82,24 +82,25 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorRef>& t
 Result<SafetensorsFile> SafetensorsFile::Read(const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  ASSIGN_OR_RETURN(f.bytes_, ReadFile(path));
-  if (f.bytes_.size() < 8) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  if (bytes.size() < 8) {
     return DataLoss(fmt::format("{}: not a safetensors file: {} bytes, shorter than the 8-byte "
-                                "header length", path, f.bytes_.size()));
+                                "header length", path, bytes.size()));
   }
   uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i) {
-    header_size |= uint64_t{static_cast<unsigned char>(f.bytes_[i])} << (8 * i);
+    header_size |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   }
-  if (header_size > f.bytes_.size() - 8) {
+  if (header_size > bytes.size() - 8) {
     return DataLoss(fmt::format("{}: header length {} exceeds the file size {} (truncated?)", path,
-                                header_size, f.bytes_.size()));
+                                header_size, bytes.size()));
   }
-  f.data_offset_ = 8 + header_size;
-  const uint64_t data_size = f.bytes_.size() - f.data_offset_;
+  const uint64_t data_size = bytes.size() - 8 - header_size;
+  f.data_ = AlignedBuffer(data_size);
+  if (data_size > 0) std::memcpy(f.data_.data(), bytes.data() + 8 + header_size, data_size);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(f.bytes_.begin() + 8, f.bytes_.begin() + 8 + header_size);
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + header_size);
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(fmt::format("{}: header is not valid JSON: {}", path, e.what()));
   }
@@ -149,7 +150,7 @@ Result<const void*> SafetensorsFile::Get(const std::string& name, DType dtype,
                                        DTypeName(e.dtype), ShapeString(e.shape), DTypeName(dtype),
                                        ShapeString(shape)));
   }
-  return static_cast<const void*>(bytes_.data() + data_offset_ + e.begin);
+  return static_cast<const void*>(data_.data() + e.begin);
 }
 
 }  // namespace anvil::io

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/core/aligned_buffer.h"
 #include "anvil/core/dtype.h"
 #include "anvil/core/status.h"
 
@@ -51,8 +52,9 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  std::string bytes_;  // the whole file
-  uint64_t data_offset_ = 0;
+  // The data section, copied to aligned memory: the header length need not be
+  // a multiple of 8, and typed reads of the tensors need aligned addresses.
+  AlignedBuffer data_;
   std::map<std::string, std::string> metadata_;
   std::map<std::string, Entry> entries_;
 };
