@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -272,7 +273,7 @@ void CheckBatchInvariance(int64_t max_m, int64_t n, int64_t k, const char* dtype
                            trans & 2 ? Trans::kT : Trans::kN, accumulate, 77 + trans);
     for (Isa isa : Tiers()) {
       const KernelCtx ctx1(pool1, isa), ctx2(pool2, isa);
-      const int64_t rows = isa == Isa::kScalar ? max_m / 8 : max_m;
+      const int64_t rows = isa == Isa::kScalar ? std::max<int64_t>(64, max_m / 8) : max_m;
       const std::string what = Name(p.g, isa, dtypes) + " rows=" + std::to_string(rows);
       const std::vector<TC> big = p.Rows(ctx2, rows);
       ExpectSameRows(p.Rows(ctx2, rows), big, what + " (repeated)");

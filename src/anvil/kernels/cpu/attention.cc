@@ -27,6 +27,16 @@ constexpr int64_t kMaxSeqLen = int64_t{1} << 24;  // positions are exact in f32 
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+int64_t tall_tile_from = attention_internal::kTallTileFrom;
+
+// Query rows per tile for a sequence of `len` tokens (see attention_internal.h).
+int TileRows(int64_t len) { return len >= tall_tile_from ? kBr : 64; }
+
+// KV blocks a tile of query rows [i0, i0 + lanes) visits.
+int64_t TileBlocks(bool causal, int64_t i0, int lanes, int64_t len) {
+  return causal ? (i0 + lanes - 1) / kBc + 1 : CeilDiv(len, kBc);
+}
+
 size_t FloatsBytes(int64_t n) { return AlignUp(static_cast<size_t>(n) * sizeof(float)); }
 
 size_t FwdScratchBytes(int hd) {
@@ -166,6 +176,10 @@ void RunBalanced(const KernelCtx& ctx, Enumerate&& enumerate) {
 
 }  // namespace
 
+void attention_internal::SetTallTileFromForTesting(int64_t tokens) {
+  tall_tile_from = tokens < 0 ? attention_internal::kTallTileFrom : tokens;
+}
+
 size_t AttentionScratchBytes(const AttentionDims& dims) {
   return std::max(FwdScratchBytes(dims.head_dim), BwdScratchBytes(dims.head_dim));
 }
@@ -197,10 +211,10 @@ void AttentionForward(const KernelCtx& ctx, const AttentionDims& dims,
       const int64_t b = cu_seqlens[s];
       const int64_t len = cu_seqlens[s + 1] - b;
       for (int h = 0; h < nh; ++h) {
-        for (int64_t i0 = 0; i0 < len; i0 += kBr) {
-          const int lanes = static_cast<int>(std::min<int64_t>(kBr, len - i0));
-          const int64_t cost = causal ? (i0 + lanes - 1) / kBc + 1 : CeilDiv(len, kBc);
-          visit(cost, [&](int t) {
+        const int rows = TileRows(len);
+        for (int64_t i0 = 0; i0 < len; i0 += rows) {
+          const int lanes = static_cast<int>(std::min<int64_t>(rows, len - i0));
+          visit(TileBlocks(causal, i0, lanes, len) * lanes, [&](int t) {
             FwdTile tile;
             tile.lanes = lanes;
             tile.head_dim = hd;
@@ -259,15 +273,18 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
       const int64_t b = cu_seqlens[s];
       const int64_t len = cu_seqlens[s + 1] - b;
       if (len == 0) continue;
-      int64_t blocks = 0;
-      for (int64_t i0 = 0; i0 < len; i0 += kBr) {
-        blocks += causal ? (std::min<int64_t>(i0 + kBr, len) - 1) / kBc + 1 : CeilDiv(len, kBc);
+      const int rows = TileRows(len);
+      int64_t cost = 0;
+      for (int64_t i0 = 0; i0 < len; i0 += rows) {
+        const int lanes = static_cast<int>(std::min<int64_t>(rows, len - i0));
+        cost += TileBlocks(causal, i0, lanes, len) * lanes;
       }
       for (int kvh = 0; kvh < nkv; ++kvh) {
-        visit(blocks * group, [&](int t) {
+        visit(cost * group, [&](int t) {
           const int64_t h0 = int64_t{kvh} * group;
           BwdUnit u;
           u.head_dim = hd;
+          u.tile_rows = rows;
           u.group = group;
           u.causal = causal;
           u.in_bf16 = q.dtype == DType::kBF16;
@@ -326,7 +343,7 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
     for (int kvh = 0; kvh < nkv; ++kvh) {
       for (int64_t l0 = 0; l0 < lanes_total; l0 += kBr) {
         const int lanes = static_cast<int>(std::min<int64_t>(kBr, lanes_total - l0));
-        visit(blocks * CeilDiv(lanes, 16), [&](int t) {
+        visit(blocks * lanes, [&](int t) {
           FwdTile tile;
           tile.lanes = lanes;
           tile.head_dim = hd;

@@ -64,12 +64,12 @@ inline V LoadRow(const void* row, bool bf16, int d) {
               : V::Load(static_cast<const float*>(row) + d);
 }
 
-// dst[d * kBr + r] = rows[r][d] * scale for the W lanes r0.. (0 past `live`),
+// dst[d * ld + r] = rows[r][d] * scale for the W lanes r0.. (0 past `live`),
 // d < hd: whole-vector row loads into tmp ([W][hd], kept: the scaled rows),
 // then W x W register transposes.
 template <class V>
 void PackTransposed(const void* const* rows, bool bf16, int r0, int live, int hd, float scale,
-                    float* tmp, float* dst) {
+                    float* tmp, float* dst, int ld) {
   constexpr int W = V::kLanes;
   const V vs = V::Set(scale);
   for (int i = 0; i < W; ++i) {
@@ -78,16 +78,16 @@ void PackTransposed(const void* const* rows, bool bf16, int r0, int live, int hd
       x.Store(tmp + i * hd + d);
     }
   }
-  for (int d = 0; d < hd; d += W) TransposeBlock(V{}, tmp + d, hd, dst + d * kBr + r0, kBr);
+  for (int d = 0; d < hd; d += W) TransposeBlock(V{}, tmp + d, hd, dst + d * ld + r0, ld);
 }
 
-// rows[r][d] = src[d * kBr + r] (/ l[r] when l is given) for lanes r0.. below
+// rows[r][d] = src[d * ld + r] (/ l[r] when l is given) for lanes r0.. below
 // `live`: W x W transposes into tmp ([W][hd]), then whole-vector row stores.
 template <class V>
-void UnpackTransposed(const float* src, int r0, int live, int hd, const float* l, void* const* rows,
-                      bool bf16, float* tmp) {
+void UnpackTransposed(const float* src, int ld, int r0, int live, int hd, const float* l,
+                      void* const* rows, bool bf16, float* tmp) {
   constexpr int W = V::kLanes;
-  for (int d = 0; d < hd; d += W) TransposeBlock(V{}, src + d * kBr + r0, kBr, tmp + d, hd);
+  for (int d = 0; d < hd; d += W) TransposeBlock(V{}, src + d * ld + r0, ld, tmp + d, hd);
   for (int i = 0; i < W && r0 + i < live; ++i) {
     for (int d = 0; d < hd; d += W) {
       V x = V::Load(tmp + i * hd + d);
@@ -116,6 +116,7 @@ void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
   constexpr int W = V::kLanes;
   const int hd = t.head_dim;
   const int lw = (t.lanes + W - 1) / W * W;  // lanes computed (padding lanes are 0)
+  const int ld = t.lanes <= 64 ? 64 : kBr;   // row stride of the [.][lane] tiles
   float* m = sc.state;
   float* l = m + kBr;
   float* alpha = l + kBr;
@@ -134,10 +135,10 @@ void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
     l[r] = 0.0f;
   }
   for (int r0 = 0; r0 < lw; r0 += W) {
-    PackTransposed<V>(t.q, t.in_bf16, r0, t.lanes, hd, t.qscale, sc.kf, sc.qt);
+    PackTransposed<V>(t.q, t.in_bf16, r0, t.lanes, hd, t.qscale, sc.kf, sc.qt, ld);
   }
   for (int d = 0; d < hd; ++d) {
-    for (int r = 0; r < lw; r += W) V::Zero().Store(sc.ot + d * kBr + r);
+    for (int r = 0; r < lw; r += W) V::Zero().Store(sc.ot + d * ld + r);
   }
 
   const int64_t last = t.causal ? static_cast<int64_t>(max_pos) : t.kv_len - 1;
@@ -154,10 +155,10 @@ void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
     const float* kb = F32Rows<V>(t.k, t.in_bf16, start, nc, hd, sc.kf, &ks);
     const float* vb = F32Rows<V>(t.v, t.in_bf16, start, nc, hd, sc.vf, &vs);
     // S'^T = K_j Q'^T, online softmax, O^T = O^T * alpha + V_j^T P^T.
-    BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, kBr, sc.s, kBr));
+    BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
     const bool diag = t.causal && static_cast<float>(start + nc - 1) > min_pos;
-    OnlineSoftmax<V>(sc.s, nc, lw, diag, static_cast<float>(start), lpos, m, l, alpha);
-    TileOperands pv = ByCols(vb, vs, nc, sc.s, kBr, sc.ot, kBr);
+    OnlineSoftmax<V>(sc.s, ld, nc, lw, diag, static_cast<float>(start), lpos, m, l, alpha);
+    TileOperands pv = ByCols(vb, vs, nc, sc.s, ld, sc.ot, ld);
     pv.cs = alpha;
     if (diag) {
       pv.lpos = lpos;
@@ -170,7 +171,7 @@ void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
 
   // out = O / l (one division per element), lse = (m + log2 l) ln 2.
   for (int r0 = 0; r0 < t.lanes; r0 += W) {
-    UnpackTransposed<V>(sc.ot, r0, t.lanes, hd, l, t.out, t.out_bf16, sc.kf);
+    UnpackTransposed<V>(sc.ot, ld, r0, t.lanes, hd, l, t.out, t.out_bf16, sc.kf);
   }
   for (int r = 0; r < t.lanes; ++r) {
     if (t.lse[r] != nullptr) {
@@ -192,6 +193,7 @@ template <class V>
 void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
   constexpr int W = V::kLanes;
   const int hd = u.head_dim;
+  const int ld = u.tile_rows <= 64 ? 64 : kBr;  // row stride of the [.][lane] tiles
   float* lse2 = sc.state;
   float* dsum = lse2 + kBr;
   float* lpos = dsum + kBr;
@@ -203,8 +205,8 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
   }
   for (int g = 0; g < u.group; ++g) {
     const int64_t col = static_cast<int64_t>(g) * hd;
-    for (int64_t i0 = 0; i0 < u.len; i0 += kBr) {
-      const int lanes = static_cast<int>(u.len - i0 < kBr ? u.len - i0 : kBr);
+    for (int64_t i0 = 0; i0 < u.len; i0 += u.tile_rows) {
+      const int lanes = static_cast<int>(u.len - i0 < u.tile_rows ? u.len - i0 : u.tile_rows);
       const int lw = (lanes + W - 1) / W * W;
       const void* qrow[kBr];
       const void* dorow[kBr];
@@ -216,8 +218,8 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
                    (row * u.dout.stride + col) * (u.do_bf16 ? 2 : 4);
       }
       for (int r0 = 0; r0 < lw; r0 += W) {
-        PackTransposed<V>(qrow, u.in_bf16, r0, lanes, hd, u.qscale, sc.kf, sc.qt);
-        PackTransposed<V>(dorow, u.do_bf16, r0, lanes, hd, 1.0f, sc.vf, sc.dot);
+        PackTransposed<V>(qrow, u.in_bf16, r0, lanes, hd, u.qscale, sc.kf, sc.qt, ld);
+        PackTransposed<V>(dorow, u.do_bf16, r0, lanes, hd, 1.0f, sc.vf, sc.dot, ld);
         // sc.vf now holds these lanes' dO rows in f32.
         for (int i = 0; i < W; ++i) {
           const int r = r0 + i;
@@ -242,7 +244,7 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
         }
       }
       for (int d = 0; d < hd; ++d) {
-        for (int r = 0; r < lw; r += W) V::Zero().Store(sc.dqt + d * kBr + r);
+        for (int r = 0; r < lw; r += W) V::Zero().Store(sc.dqt + d * ld + r);
       }
       int64_t qs = hd;
       int64_t dos = hd;
@@ -271,23 +273,23 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
         const float* vb = F32Rows<V>(u.v, u.in_bf16, start, nc, hd, sc.vf, &vs);
         // S'^T = K_j Q'^T, dP^T = V_j dO^T; P and dS in place; dV_j += P^T dO,
         // dK_j += dS^T Q, dQ^T += K_j^T dS^T.
-        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, kBr, sc.s, kBr));
-        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(vb, vs, hd, sc.dot, kBr, sc.dp, kBr));
+        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
+        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(vb, vs, hd, sc.dot, ld, sc.dp, ld));
         const bool diag = u.causal && start + nc - 1 > i0;
-        SoftmaxGrad<V>(sc.s, sc.dp, nc, lw, diag, static_cast<float>(start), lpos, lse2, dsum,
+        SoftmaxGrad<V>(sc.s, sc.dp, ld, nc, lw, diag, static_cast<float>(start), lpos, lse2, dsum,
                        u.scale);
         float* dv = u.dv + start * u.dv_stride;
         float* dk = u.dk + start * u.dk_stride;
         BcastGemm<V, Init::kLoad, false>(nc, hd,
-                                         ByRows(sc.s, kBr, lanes, dorows, dos, dv, u.dv_stride));
+                                         ByRows(sc.s, ld, lanes, dorows, dos, dv, u.dv_stride));
         BcastGemm<V, Init::kLoad, false>(nc, hd,
-                                         ByRows(sc.dp, kBr, lanes, qrows, qs, dk, u.dk_stride));
-        BcastGemm<V, Init::kLoad, false>(hd, lw, ByCols(kb, ks, nc, sc.dp, kBr, sc.dqt, kBr));
+                                         ByRows(sc.dp, ld, lanes, qrows, qs, dk, u.dk_stride));
+        BcastGemm<V, Init::kLoad, false>(hd, lw, ByCols(kb, ks, nc, sc.dp, ld, sc.dqt, ld));
       }
       void* dqrow[kBr];
       for (int r = 0; r < lanes; ++r) dqrow[r] = u.dq + (i0 + r) * u.dq_stride + col;
       for (int r0 = 0; r0 < lanes; r0 += W) {
-        UnpackTransposed<V>(sc.dqt, r0, lanes, hd, nullptr, dqrow, false, sc.kf);
+        UnpackTransposed<V>(sc.dqt, ld, r0, lanes, hd, nullptr, dqrow, false, sc.kf);
       }
     }
   }

@@ -11,12 +11,30 @@
 
 namespace anvil::kernels::attention_internal {
 
-// Bc: the KV block (it fixes the summation order, see attention.h).
+// Block sizes (f32 working set at HD 64; HD 128 doubles the HD-sized parts).
+// Query rows are vector lanes: S is held transposed, [key][query row], so the
+// online-softmax state is per lane and needs no horizontal reductions.
+// A tile of Br query rows keeps Q'^T and O^T (HD x Br x 4 B: 16 + 16 KiB at
+// Br 64) and the S/P tile (Bc x Br x 4 B = 16 KiB) in the 48 KiB L1d, while
+// each K_j / V_j block (Bc x HD x 4 B = 16 KiB) comes in from L2 and serves
+// all Br rows. Every tile reads the K/V of its sequence once, so a sequence
+// costs T / Br passes over K/V: once K/V outgrow L2/L3 (long sequences) the
+// tiles are 128 rows (half the passes; working set 96 KiB, in L2), below that
+// 64 rows (a causal tile computes its diagonal block for all its rows, so
+// taller tiles waste more: measured 223 vs 180 GFLOP/s at T = 256, 260 vs 222
+// at T = 16384, equal at 4096).
+//
+// Bc: the KV block (it fixes the summation order, see attention.h). 64 keys
+// amortise the per-block softmax bookkeeping (max, exp of the rescale, O^T *=
+// alpha: 1/Bc of the matmul work) and keep the diagonal waste at half a block;
+// Bc = 128 was no faster at T = 1024..4096 and slower at 16384.
 inline constexpr int kBc = kAttentionKvBlock;
-// Br: query rows per tile; rows are vector lanes (S is held transposed,
-// [kv position][query row]), so the online-softmax state is per lane and no
-// horizontal reductions are needed. 64 rows = 4 AVX-512 vectors.
-inline constexpr int kBr = 64;
+// Br: lanes per tile at most (scratch is sized for it).
+inline constexpr int kBr = 128;
+// Sequences of at least this many tokens use kBr-row tiles, shorter ones 64.
+inline constexpr int64_t kTallTileFrom = 4096;
+// Test seam: the threshold the dispatcher uses (tokens < 0: back to kTallTileFrom).
+void SetTallTileFromForTesting(int64_t tokens);
 
 // Rows of a [rows, HD] slice: row r at data + r * stride (elements).
 struct Rows {
@@ -54,7 +72,8 @@ struct FwdScratch {
 // One (sequence, kv head): its G = NH / NKV query heads, all query blocks.
 struct BwdUnit {
   int head_dim;
-  int group;  // G
+  int tile_rows;  // query rows per tile, <= kBr
+  int group;      // G
   bool causal;
   bool in_bf16;  // q, k, v
   bool o_bf16;   // out

@@ -310,16 +310,15 @@ void BcastGemm(int rows, int lanes, TileOperands o) {
   }
 }
 
-// ---- softmax passes over S^T [c][lane] (row stride kBr) --------------------------
+// ---- softmax passes over S^T [c][lane] (row stride ld) --------------------------
 
 // Forward, NG lane vectors at once (independent chains). Masked scores become
 // -inf; then per lane m' = max(m, max_c S), alpha = 2^(m - m'),
 // S <- P = 2^(S - m'), l = l * alpha + (P_0 + P_1 + ...) in c order.
 template <class V, int NG>
-void OnlineSoftmaxGroup(float* s, int nc, bool diag, float start, const float* lpos, float* m,
-                        float* l, float* alpha) {
+void OnlineSoftmaxGroup(float* s, int ld, int nc, bool diag, float start, const float* lpos,
+                        float* m, float* l, float* alpha) {
   constexpr int W = V::kLanes;
-  using attention_internal::kBr;
   const V neg_inf = V::Set(-INFINITY);
   V lp[NG], mb[NG], mn[NG], sum[NG];
   for (int j = 0; j < NG; ++j) {
@@ -329,10 +328,10 @@ void OnlineSoftmaxGroup(float* s, int nc, bool diag, float start, const float* l
   for (int c = 0; c < nc; ++c) {
     const V kp = V::Set(start + static_cast<float>(c));
     for (int j = 0; j < NG; ++j) {
-      V x = V::Load(s + c * kBr + j * W);
+      V x = V::Load(s + c * ld + j * W);
       if (diag) {
         x = IfGe(lp[j], kp, x, neg_inf);
-        x.Store(s + c * kBr + j * W);
+        x.Store(s + c * ld + j * W);
       }
       mb[j] = Max(mb[j], x);
     }
@@ -346,8 +345,8 @@ void OnlineSoftmaxGroup(float* s, int nc, bool diag, float start, const float* l
   }
   for (int c = 0; c < nc; ++c) {
     for (int j = 0; j < NG; ++j) {
-      const V p = Exp2(V::Load(s + c * kBr + j * W) - mn[j]);
-      p.Store(s + c * kBr + j * W);
+      const V p = Exp2(V::Load(s + c * ld + j * W) - mn[j]);
+      p.Store(s + c * ld + j * W);
       sum[j] = sum[j] + p;
     }
   }
@@ -357,8 +356,8 @@ void OnlineSoftmaxGroup(float* s, int nc, bool diag, float start, const float* l
 }
 
 template <class V>
-void OnlineSoftmax(float* s, int nc, int lw, bool diag, float start, const float* lpos, float* m,
-                   float* l, float* alpha) {
+void OnlineSoftmax(float* s, int ld, int nc, int lw, bool diag, float start, const float* lpos,
+                   float* m, float* l, float* alpha) {
   constexpr int W = V::kLanes;
   constexpr int kGroup = 4;
   for (int j0 = 0; j0 < lw; j0 += kGroup * W) {
@@ -366,16 +365,16 @@ void OnlineSoftmax(float* s, int nc, int lw, bool diag, float start, const float
     float* sj = s + j0;
     switch (ng) {
       case 1:
-        OnlineSoftmaxGroup<V, 1>(sj, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
+        OnlineSoftmaxGroup<V, 1>(sj, ld, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
         break;
       case 2:
-        OnlineSoftmaxGroup<V, 2>(sj, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
+        OnlineSoftmaxGroup<V, 2>(sj, ld, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
         break;
       case 3:
-        OnlineSoftmaxGroup<V, 3>(sj, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
+        OnlineSoftmaxGroup<V, 3>(sj, ld, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
         break;
       default:
-        OnlineSoftmaxGroup<V, 4>(sj, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
+        OnlineSoftmaxGroup<V, 4>(sj, ld, nc, diag, start, lpos + j0, m + j0, l + j0, alpha + j0);
         break;
     }
   }
@@ -383,10 +382,9 @@ void OnlineSoftmax(float* s, int nc, int lw, bool diag, float start, const float
 
 // Backward: S <- P = 2^(S - lse2) (masked: 0), dP <- dS = P * (dP - D) * scale.
 template <class V>
-void SoftmaxGrad(float* s, float* dp, int nc, int lw, bool diag, float start, const float* lpos,
-                 const float* lse2, const float* dsum, float scale) {
+void SoftmaxGrad(float* s, float* dp, int ld, int nc, int lw, bool diag, float start,
+                 const float* lpos, const float* lse2, const float* dsum, float scale) {
   constexpr int W = V::kLanes;
-  using attention_internal::kBr;
   const V neg_inf = V::Set(-INFINITY);
   const V sc = V::Set(scale);
   for (int j = 0; j < lw; j += W) {
@@ -394,11 +392,11 @@ void SoftmaxGrad(float* s, float* dp, int nc, int lw, bool diag, float start, co
     const V ls = V::Load(lse2 + j);
     const V dd = V::Load(dsum + j);
     for (int c = 0; c < nc; ++c) {
-      V x = V::Load(s + c * kBr + j);
+      V x = V::Load(s + c * ld + j);
       if (diag) x = IfGe(lp, V::Set(start + static_cast<float>(c)), x, neg_inf);
       const V p = Exp2(x - ls);
-      p.Store(s + c * kBr + j);
-      ((p * (V::Load(dp + c * kBr + j) - dd)) * sc).Store(dp + c * kBr + j);
+      p.Store(s + c * ld + j);
+      ((p * (V::Load(dp + c * ld + j) - dd)) * sc).Store(dp + c * ld + j);
     }
   }
 }
