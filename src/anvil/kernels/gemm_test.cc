@@ -152,6 +152,7 @@ const Shape kEdgeShapes[] = {
     {17, 31, 65},  {31, 65, 7},   {33, 2, 129},  {65, 129, 33},  {129, 65, 300},
     {300, 17, 129}, {1, 300, 65}, {8, 129, 300}, {9, 33, 300},   {14, 32, 256},
     {15, 33, 257}, {28, 64, 512}, {1, 129, 513}, {4, 40, 1031},  {20, 50, 1030},
+    {5, 37, 2053}, {16, 33, 2049},
 };
 
 TEST(GemmRef, SmallKnownValues) {
@@ -287,8 +288,9 @@ void CheckBatchInvariance(int64_t max_m, int64_t n, int64_t k, const char* dtype
 }
 
 TEST(Gemm, BatchInvariantOverRowsThreadsAndRepeats) {
-  // The odd shape (K = 517: a tail pair past one bf16 block) uses fewer rows.
-  for (const Shape& s : {Shape{kBigM, 96, 300}, Shape{kBigM / 4, 53, 517}}) {
+  // K = 2053 crosses every tier's K blocks (AVX-512 f32: 1024, bf16: 2048
+  // with a tail pair; AVX2/scalar: 256) and so uses fewer rows.
+  for (const Shape& s : {Shape{kBigM, 96, 300}, Shape{kBigM / 16, 53, 2053}}) {
     CheckBatchInvariance<float, float>(s.m, s.n, s.k, "f32->f32", false);
     CheckBatchInvariance<float, float>(s.m, s.n, s.k, "f32->f32", true);
     CheckBatchInvariance<float, BF16>(s.m, s.n, s.k, "f32->bf16", false);
@@ -389,9 +391,10 @@ TEST(GemmDeathTest, ChecksArguments) {
 
 TEST(Gemm, KBlockIsFixedPerTier) {
   for (Isa isa : Tiers()) {
-    EXPECT_EQ(GemmKBlock(isa, false), 256) << IsaName(isa);
-    const bool native_bf16 = isa == Isa::kAvx512 && GetCpuFeatures().avx512_bf16;
-    EXPECT_EQ(GemmKBlock(isa, true), native_bf16 ? 512 : 256) << IsaName(isa);
+    const bool avx512 = isa == Isa::kAvx512;
+    EXPECT_EQ(GemmKBlock(isa, false), avx512 ? 1024 : 256) << IsaName(isa);
+    const bool native_bf16 = avx512 && GetCpuFeatures().avx512_bf16;
+    EXPECT_EQ(GemmKBlock(isa, true), native_bf16 ? 2048 : 256) << IsaName(isa);
   }
 }
 
