@@ -24,6 +24,11 @@ namespace anvil::kernels {
 namespace {
 
 constexpr double kU = 0x1p-24;  // f32 unit roundoff
+#ifdef ANVIL_SANITIZED
+constexpr bool kSanitized = true;  // instrumented code is ~10x slower: fewer big cases
+#else
+constexpr bool kSanitized = false;
+#endif
 // Bound on the kernels' exp2 relative error (AttentionExp2 measures < 2 ulp).
 constexpr double kExp2RelErr = 4 * kU;
 
@@ -412,7 +417,7 @@ TEST(Attention, ForwardMatchesRef) {
     for (int hd : {64, 128}) {
       for (int nkv : {4, 2, 1}) {
         for (bool causal : {true, false}) {
-          if (len == 197 && (nkv == 2 || hd == 128) && !causal) continue;  // time
+          if (len == 197 && (nkv == 2 || hd == 128) && (!causal || kSanitized)) continue;  // time
           SCOPED_TRACE(::testing::Message()
                        << "T=" << len << " HD=" << hd << " NKV=" << nkv << " causal=" << causal);
           CheckForward(MakeProblem({len}, 4, nkv, hd, causal, false, 0, len), false);

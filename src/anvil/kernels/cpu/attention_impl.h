@@ -1,5 +1,5 @@
 // FlashAttention-2 tiles, written once over simd.h's vector types V and
-// instantiated per tier (F32x1 in attention.cc, F32x8 in attention_avx2.cc,
+// instantiated per tier (F32x1 in attention_scalar.cc, F32x8 in attention_avx2.cc,
 // F32x16 in attention_avx512.cc). Query rows are vector lanes and every lane's
 // arithmetic is a fixed chain of f32 operations on that row's data alone, so a
 // row gives the same bits in any tile, batch or thread split (attention.h).

@@ -27,7 +27,8 @@ namespace anvil::kernels::attention_internal {
 // Bc: the KV block (it fixes the summation order, see attention.h). 64 keys
 // amortise the per-block softmax bookkeeping (max, exp of the rescale, O^T *=
 // alpha: 1/Bc of the matmul work) and keep the diagonal waste at half a block;
-// Bc = 128 was no faster at T = 1024..4096 and slower at 16384.
+// Bc = 128 measured within noise at T = 1024..4096 and slower at T = 256 (191
+// vs 223 GFLOP/s) and 16384 (207 vs 260).
 inline constexpr int kBc = kAttentionKvBlock;
 // Br: lanes per tile at most (scratch is sized for it).
 inline constexpr int kBr = 128;
