@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "anvil/core/file_util.h"
@@ -98,14 +99,24 @@ TEST_F(TrainerTest, RunWritesMetricsCheckpointsAndTrace) {
   ASSERT_TRUE(text.ok());
   const nlohmann::json trace = nlohmann::json::parse(*text);
   int step_events = 0, total = 0;
+  std::set<std::string> names;
   for (const nlohmann::json& e : trace.at("traceEvents")) {
     if (e.at("ph") != "X") continue;
     ++total;
     EXPECT_TRUE(e.contains("ts") && e.contains("dur") && e.contains("tid") && e.contains("name"));
     step_events += e.at("name") == "step";
+    names.insert(e.at("name").get<std::string>());
   }
   EXPECT_EQ(step_events, 3);  // train.trace_steps
   EXPECT_GT(total, step_events);
+  // Inside a step: the model's blocks and every kernel family they call.
+  for (const char* zone : {"forward_backward", "attention_block_fwd", "attention_block_bwd",
+                           "mlp_block_fwd", "mlp_block_bwd", "head_fwd", "head_bwd", "gemm_f32",
+                           "attention_fwd", "attention_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
+                           "rope_fwd", "rope_bwd", "swiglu_fwd", "swiglu_bwd", "xent_fwd",
+                           "xent_bwd", "embedding_fwd", "embedding_bwd", "adamw_update"}) {
+    EXPECT_TRUE(names.count(zone)) << "no \"" << zone << "\" zone in the trace";
+  }
 }
 
 TEST_F(TrainerTest, StopRequestCheckpointsAndResumeFinishes) {

@@ -4,6 +4,7 @@
 #include "anvil/kernels/attention.h"
 #include "anvil/kernels/norm.h"
 #include "anvil/kernels/rope.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::model {
 
@@ -38,6 +39,7 @@ template <typename A>
 void AttentionBlockForward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
                            float* y, const AttentionSaved<A>& saved, const TokenLayout& tok,
                            const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx) {
+  ANVIL_TRACE_ZONE("attention_block_fwd");
   const int64_t qkv = cfg.qkv_dim(), hd = cfg.head_dim();
   AttentionQkvForward(cfg, w, x, saved, tok, scratch, ctx);
   constexpr DType dt = kActDType<A>;
@@ -53,6 +55,7 @@ void AttentionBlockBackward(const ModelConfig& cfg, const AttentionWeights<A>& w
                             const AttentionSaved<A>& saved, float* d, const AttentionGrads& grads,
                             const TokenLayout& tok, const BlockScratch<A>& scratch,
                             const kernels::KernelCtx& ctx) {
+  ANVIL_TRACE_ZONE("attention_block_bwd");
   const int64_t n = tok.n, c = cfg.dim, qkv = cfg.qkv_dim(), hd = cfg.head_dim();
   const int64_t attn = cfg.n_heads * hd;
   constexpr DType dt = kActDType<A>;

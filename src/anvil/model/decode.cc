@@ -5,6 +5,7 @@
 
 #include "anvil/kernels/attention.h"
 #include "anvil/model/embedding_block.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::model {
 
@@ -67,6 +68,7 @@ void Decoder::Reset(int64_t seq) { lengths_[seq] = 0; }
 template <typename A>
 void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
                   float* logits) {
+  ANVIL_TRACE_ZONE("decoder_run");
   const ModelConfig& cfg = model_.config();
   Scratch<A>* sp;
   if constexpr (std::is_same_v<A, float>) {

@@ -3,6 +3,7 @@
 
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/norm.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::model {
 
@@ -23,6 +24,7 @@ kernels::CrossEntropyStats HeadForward(const ModelConfig& cfg, const HeadWeights
                                        int64_t n, const float* x, const int32_t* targets,
                                        const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
                                        const kernels::KernelCtx& ctx) {
+  ANVIL_TRACE_ZONE("head_fwd");
   HeadLogits(cfg, w, n, x, saved, scratch, ctx);
   return kernels::CrossEntropyForward(ctx, n, cfg.vocab_size, saved.logits, targets, kIgnoreIndex,
                                       /*z_loss_coef=*/0.0f, saved.loss, saved.lse);
@@ -33,6 +35,7 @@ void HeadBackward(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, co
                   const int32_t* targets, float loss_scale, const HeadSaved<A>& saved, float* dx,
                   const HeadGrads& grads, const BlockScratch<A>& scratch,
                   const kernels::KernelCtx& ctx) {
+  ANVIL_TRACE_ZONE("head_bwd");
   const int64_t c = cfg.dim, v = cfg.vocab_size;
   float* dlogits = saved.logits;
   kernels::CrossEntropyBackward(ctx, n, v, saved.logits, targets, kIgnoreIndex, 0.0f, saved.lse,

@@ -3,6 +3,7 @@
 
 #include "anvil/kernels/act.h"
 #include "anvil/kernels/norm.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::model {
 
@@ -10,6 +11,7 @@ template <typename A>
 void MlpBlockForward(const ModelConfig& cfg, const MlpWeights<A>& w, int64_t n, const float* x,
                      float* y, const MlpSaved<A>& saved, const BlockScratch<A>& scratch,
                      const kernels::KernelCtx& ctx) {
+  ANVIL_TRACE_ZONE("mlp_block_fwd");
   const int64_t c = cfg.dim, f = cfg.ffn_dim;
   NormForward(ctx, n, c, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
@@ -30,6 +32,7 @@ template <typename A>
 void MlpBlockBackward(const ModelConfig& cfg, const MlpWeights<A>& w, int64_t n, const float* x,
                       const MlpSaved<A>& saved, float* d, const MlpGrads& grads,
                       const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx) {
+  ANVIL_TRACE_ZONE("mlp_block_bwd");
   const int64_t c = cfg.dim, f = cfg.ffn_dim;
   // Down projection: y = x + h · w_down.
   const A* dy = AsAct(ctx, d, scratch.dy_act, n * c);

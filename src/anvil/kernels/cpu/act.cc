@@ -7,6 +7,7 @@
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/act_impl.h"
 #include "anvil/kernels/cpu/rowwise_parallel.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace act_internal {
@@ -35,6 +36,7 @@ const act_internal::Kernels& KernelsFor(Isa isa) {
 template <typename T>
 void Run(const KernelCtx& ctx, int64_t tokens, int64_t f, const T* gate_up, const T* dout, T* out,
          bool backward) {
+  ANVIL_TRACE_ZONE(backward ? "swiglu_bwd" : "swiglu_fwd");
   CHECK_GE(tokens, 0) << "SwiGlu: tokens must be >= 0";
   CHECK_GT(f, 0) << "SwiGlu: f (the hidden width) must be > 0";
   CHECK(tokens == 0 || (gate_up != nullptr && out != nullptr && (!backward || dout != nullptr)))

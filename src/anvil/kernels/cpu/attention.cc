@@ -11,6 +11,7 @@
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/attention_internal.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace {
@@ -188,6 +189,7 @@ void AttentionForward(const KernelCtx& ctx, const AttentionDims& dims,
                       std::span<const int32_t> cu_seqlens, const AttentionIn& q,
                       const AttentionIn& k, const AttentionIn& v, const AttentionOut& out,
                       float* lse) {
+  ANVIL_TRACE_ZONE("attention_fwd");
   CheckDims(ctx, dims);
   CheckSeqlens(cu_seqlens);
   const int64_t tokens = cu_seqlens.back();
@@ -246,6 +248,7 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
                        const AttentionIn& k, const AttentionIn& v, const AttentionIn& out,
                        const AttentionIn& dout, const float* lse, const AttentionGrad& dq,
                        const AttentionGrad& dk, const AttentionGrad& dv) {
+  ANVIL_TRACE_ZONE("attention_bwd");
   CheckDims(ctx, dims);
   CheckSeqlens(cu_seqlens);
   const int64_t tokens = cu_seqlens.back();
@@ -316,6 +319,7 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
 void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t pos, int64_t n,
                      const AttentionIn& q, const AttentionIn& k_cache, const AttentionIn& v_cache,
                      const AttentionOut& out, float* lse) {
+  ANVIL_TRACE_ZONE("attention_decode");
   CheckDims(ctx, dims);
   CHECK(dims.mask == AttentionMask::kCausal) << "attention: decode is causal only";
   CHECK(pos >= 0 && n >= 0 && pos + n < kMaxSeqLen) << "attention: decode pos/n out of range";

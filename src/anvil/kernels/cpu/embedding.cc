@@ -8,6 +8,7 @@
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/embedding_impl.h"
 #include "anvil/kernels/cpu/rowwise_parallel.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace embedding_internal {
@@ -50,6 +51,7 @@ void CheckArgs(int64_t tokens, int64_t vocab, int64_t dim, const int32_t* ids, c
 template <typename T>
 void ForwardCopy(const KernelCtx& ctx, int64_t tokens, int64_t vocab, int64_t dim, const T* table,
                  const int32_t* ids, T* out) {
+  ANVIL_TRACE_ZONE("embedding_fwd");
   CheckArgs(tokens, vocab, dim, ids, table, out);
   rowwise_internal::ParallelFor(ctx, tokens, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
@@ -61,6 +63,7 @@ void ForwardCopy(const KernelCtx& ctx, int64_t tokens, int64_t vocab, int64_t di
 template <typename In>
 void Backward(const KernelCtx& ctx, int64_t tokens, int64_t vocab, int64_t dim, const int32_t* ids,
               const In* dout, float* dtable) {
+  ANVIL_TRACE_ZONE("embedding_bwd");
   CheckArgs(tokens, vocab, dim, ids, dout, dtable);
   const embedding_internal::Args<In, float> args{
       .dim = dim, .ids = ids, .src = dout, .dst = dtable};
@@ -91,6 +94,7 @@ void EmbeddingForward(const KernelCtx& ctx, int64_t tokens, int64_t vocab, int64
 }
 void EmbeddingForward(const KernelCtx& ctx, int64_t tokens, int64_t vocab, int64_t dim,
                       const float* table, const int32_t* ids, BF16* out) {
+  ANVIL_TRACE_ZONE("embedding_fwd");
   CheckArgs(tokens, vocab, dim, ids, table, out);
   const embedding_internal::Args<float, BF16> args{
       .dim = dim, .ids = ids, .src = table, .dst = out};

@@ -8,6 +8,7 @@
 
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/gemm_internal.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace {
@@ -98,6 +99,7 @@ void EmptySum(const Problem& p) {
 
 void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out, const void* a,
          const void* b, void* c) {
+  ANVIL_TRACE_ZONE(bf16_in ? "gemm_bf16" : "gemm_f32");
   CheckArgs(args, a, b, c);
   if (args.m == 0 || args.n == 0) return;
   const Problem p = Normalize(args, bf16_in, bf16_out, a, b, c);

@@ -9,6 +9,7 @@
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/norm_impl.h"
 #include "anvil/kernels/cpu/rowwise_parallel.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace norm_internal {
@@ -48,6 +49,7 @@ void CheckShape(int64_t rows, int64_t dim, const void* x, const float* weight) {
 template <typename T>
 void Forward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const float* weight,
              float eps, T* y, float* rstd) {
+  ANVIL_TRACE_ZONE("rmsnorm_fwd");
   CheckShape(rows, dim, x, weight);
   CHECK(rows == 0 || y != nullptr) << "RmsNormForward: y must be non-null";
   CHECK_GE(eps, 0.0f) << "RmsNormForward: eps must be >= 0";
@@ -74,6 +76,7 @@ void Forward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const 
 template <typename T>
 void Backward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const float* weight,
               const float* rstd, const T* dy, T* dx, float* dweight) {
+  ANVIL_TRACE_ZONE("rmsnorm_bwd");
   CheckShape(rows, dim, x, weight);
   CHECK(rows == 0 || (rstd != nullptr && dy != nullptr && dx != nullptr && dweight != nullptr))
       << "RmsNormBackward: rstd, dy, dx and dweight must be non-null";

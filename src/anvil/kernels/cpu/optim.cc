@@ -8,6 +8,7 @@
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/optim_impl.h"
 #include "anvil/kernels/cpu/rowwise_parallel.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace optim_internal {
@@ -37,6 +38,7 @@ const optim_internal::Kernels& KernelsFor(Isa isa) {
 
 void AdamWUpdate(const KernelCtx& ctx, const AdamWHyper& hyper, int64_t step, float grad_scale,
                  int64_t n, float* param, const float* grad, float* m, float* v, BF16* param_bf16) {
+  ANVIL_TRACE_ZONE("adamw_update");
   CHECK_GE(n, 0) << "AdamW: n must be >= 0";
   CHECK_GE(step, 1) << "AdamW: step counts this update and starts at 1";
   CHECK(hyper.beta1 >= 0 && hyper.beta1 < 1) << "AdamW: beta1 must be in [0, 1)";

@@ -8,6 +8,7 @@
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/rope_impl.h"
 #include "anvil/kernels/cpu/rowwise_parallel.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace rope_internal {
@@ -42,6 +43,7 @@ template <typename T>
 void Apply(const KernelCtx& ctx, const RopeTable& table, int64_t tokens, int64_t heads,
            int64_t token_stride, const int32_t* positions, int64_t position_offset, T* x,
            bool backward) {
+  ANVIL_TRACE_ZONE(backward ? "rope_bwd" : "rope_fwd");
   CHECK(table.data != nullptr) << "RoPE: the table is empty (build it with RopeBuildTable)";
   CheckHeadDim(table.head_dim);
   CHECK_GE(tokens, 0) << "RoPE: tokens must be >= 0";

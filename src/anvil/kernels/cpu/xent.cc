@@ -8,6 +8,7 @@
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/rowwise_parallel.h"
 #include "anvil/kernels/cpu/xent_impl.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::kernels {
 namespace xent_internal {
@@ -51,6 +52,7 @@ template <typename T>
 CrossEntropyStats Forward(const KernelCtx& ctx, int64_t rows, int64_t vocab, const T* logits,
                           const int32_t* targets, int32_t ignore_index, float z_loss_coef,
                           float* loss, float* lse) {
+  ANVIL_TRACE_ZONE("xent_fwd");
   CheckArgs(rows, vocab, logits, targets, ignore_index);
   CHECK(rows == 0 || (loss != nullptr && lse != nullptr))
       << "CrossEntropyForward: loss and lse must be non-null";
@@ -87,6 +89,7 @@ template <typename T>
 void Backward(const KernelCtx& ctx, int64_t rows, int64_t vocab, const T* logits,
               const int32_t* targets, int32_t ignore_index, float z_loss_coef, const float* lse,
               const float* dloss, float dloss_scale, T* dlogits) {
+  ANVIL_TRACE_ZONE("xent_bwd");
   CheckArgs(rows, vocab, logits, targets, ignore_index);
   CHECK(rows == 0 || (lse != nullptr && dlogits != nullptr))
       << "CrossEntropyBackward: lse and dlogits must be non-null";
