@@ -81,22 +81,27 @@ void BM_AttentionBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionBackward)->Arg(1024)->Arg(4096)->UseRealTime();
 
-// One new row at position cache-1 (range(0) = cache length), range(1): bf16.
+// One new row at position cache-1 (range(0) = cache length), range(1): bf16,
+// range(2): kv heads (12: MHA, one query row per kv head; 4: GQA, 3 rows).
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t len = state.range(0);
   const bool bf16 = state.range(1) != 0;
-  const KernelCtx ctx(Pool(), BestIsa(), AttentionScratchBytes(kDims));
-  const int64_t n = len * kHeads * kHeadDim;
+  const int kv_heads = static_cast<int>(state.range(2));
+  const AttentionDims dims{kHeads, kv_heads, kHeadDim, AttentionMask::kCausal, 0.0f};
+  const KernelCtx ctx(Pool(), BestIsa(), AttentionScratchBytes(dims));
+  const int64_t n = len * kv_heads * kHeadDim;
   Buffer q(kHeads * kHeadDim, bf16), k(n, bf16), v(n, bf16), out(kHeads * kHeadDim, false),
       lse(kHeads, false);
   for (auto _ : state) {
-    AttentionDecode(ctx, kDims, len - 1, 1, q.In(), k.In(), v.In(), {out.F32(), DType::kF32, 0},
+    AttentionDecode(ctx, dims, len - 1, 1, q.In(), k.In(), v.In(), {out.F32(), DType::kF32, 0},
                     lse.F32());
   }
   state.counters["KV GB/s"] = benchmark::Counter(2.0 * n * (bf16 ? 2 : 4) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_AttentionDecode)->ArgsProduct({{1024, 16384}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_AttentionDecode)
+    ->ArgsProduct({{1024, 16384}, {0, 1}, {kHeads, 4}})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace anvil::kernels

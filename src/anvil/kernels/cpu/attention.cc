@@ -18,6 +18,7 @@ namespace {
 
 using attention_internal::BwdScratch;
 using attention_internal::BwdUnit;
+using attention_internal::DecScratch;
 using attention_internal::FwdScratch;
 using attention_internal::FwdTile;
 using attention_internal::kBc;
@@ -50,6 +51,11 @@ size_t BwdScratchBytes(int hd) {
          2 * FloatsBytes(int64_t{kBc} * hd) + FloatsBytes(4 * kBr);
 }
 
+size_t DecScratchBytes(int hd) {
+  return 2 * FloatsBytes(int64_t{attention_internal::kDecodeRows} * hd) +
+         3 * FloatsBytes(int64_t{kBc} * hd) + FloatsBytes(kBc);
+}
+
 // Hands out consecutive float arrays from a thread's scratch.
 class Carver {
  public:
@@ -76,6 +82,18 @@ FwdScratch CarveFwd(const KernelCtx& ctx, int t, int hd) {
   return s;
 }
 
+DecScratch CarveDec(const KernelCtx& ctx, int t, int hd) {
+  Carver c(ctx.scratch(t));
+  DecScratch s;
+  s.q = c.Take(int64_t{attention_internal::kDecodeRows} * hd);
+  s.o = c.Take(int64_t{attention_internal::kDecodeRows} * hd);
+  s.kt = c.Take(int64_t{hd} * kBc);
+  s.kf = c.Take(int64_t{kBc} * hd);
+  s.vf = c.Take(int64_t{kBc} * hd);
+  s.p = c.Take(kBc);
+  return s;
+}
+
 BwdScratch CarveBwd(const KernelCtx& ctx, int t, int hd) {
   Carver c(ctx.scratch(t));
   BwdScratch s;
@@ -94,6 +112,7 @@ BwdScratch CarveBwd(const KernelCtx& ctx, int t, int hd) {
 
 using FwdFn = void (*)(const FwdTile&, const FwdScratch&);
 using BwdFn = void (*)(const BwdUnit&, const BwdScratch&);
+using DecFn = void (*)(const FwdTile&, const DecScratch&);
 
 FwdFn PickFwd(Isa isa) {
   switch (isa) {
@@ -103,6 +122,17 @@ FwdFn PickFwd(Isa isa) {
       return attention_internal::FwdTileAvx2;
     default:
       return attention_internal::FwdTileScalar;
+  }
+}
+
+DecFn PickDec(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return attention_internal::DecTileAvx512;
+    case Isa::kAvx2:
+      return attention_internal::DecTileAvx2;
+    default:
+      return attention_internal::DecTileScalar;
   }
 }
 
@@ -182,7 +212,8 @@ void attention_internal::SetTallTileFromForTesting(int64_t tokens) {
 }
 
 size_t AttentionScratchBytes(const AttentionDims& dims) {
-  return std::max(FwdScratchBytes(dims.head_dim), BwdScratchBytes(dims.head_dim));
+  return std::max({FwdScratchBytes(dims.head_dim), BwdScratchBytes(dims.head_dim),
+                   DecScratchBytes(dims.head_dim)});
 }
 
 void AttentionForward(const KernelCtx& ctx, const AttentionDims& dims,
@@ -337,6 +368,7 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
       << "attention: q and the caches must share a dtype";
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
   const FwdFn fn = PickFwd(ctx.isa());
+  const DecFn dec = PickDec(ctx.isa());
   const int group = nh / nkv;
   const size_t osize = out.dtype == DType::kBF16 ? 2 : 4;
   // Lanes of a kv head: (query head g of its group, new row r) as g * n + r.
@@ -367,7 +399,12 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
             tile.lse[i] = lse != nullptr ? lse + h * n + r : nullptr;
             tile.pos[i] = static_cast<float>(pos + r);
           }
-          fn(tile, CarveFwd(ctx, t, hd));
+          // Same bits either way (attention_decode_impl.h); few rows go faster by row.
+          if (lanes <= attention_internal::kDecodeRows) {
+            dec(tile, CarveDec(ctx, t, hd));
+          } else {
+            fn(tile, CarveFwd(ctx, t, hd));
+          }
         });
       }
     }

@@ -70,6 +70,21 @@ struct FwdScratch {
   float* state;  // [5][kBr]   m, l, alpha, lane position, scratch
 };
 
+// Decode tiles of at most this many rows run DecodeTile
+// (attention_decode_impl.h): one row per pass with whole vectors along keys
+// and HD, where a row-per-lane tile would fill 1..8 of 16 lanes.
+inline constexpr int kDecodeRows = 8;
+
+// Decode-tile scratch, carved by the dispatcher: float arrays.
+struct DecScratch {
+  float* q;   // [kDecodeRows][HD] scaled queries
+  float* o;   // [kDecodeRows][HD] output accumulators
+  float* kt;  // [HD][kBc]         the K block, transposed
+  float* kf;  // [kBc][HD]         the K block staged as f32 rows
+  float* vf;  // [kBc][HD]         bf16 values widened
+  float* p;   // [kBc]             one row's scores, then probabilities
+};
+
 // One (sequence, kv head): its G = NH / NKV query heads, all query blocks.
 struct BwdUnit {
   int head_dim;
@@ -112,6 +127,9 @@ struct BwdScratch {
 void FwdTileScalar(const FwdTile& tile, const FwdScratch& scratch);
 void FwdTileAvx2(const FwdTile& tile, const FwdScratch& scratch);
 void FwdTileAvx512(const FwdTile& tile, const FwdScratch& scratch);
+void DecTileScalar(const FwdTile& tile, const DecScratch& scratch);
+void DecTileAvx2(const FwdTile& tile, const DecScratch& scratch);
+void DecTileAvx512(const FwdTile& tile, const DecScratch& scratch);
 void BwdUnitScalar(const BwdUnit& unit, const BwdScratch& scratch);
 void BwdUnitAvx2(const BwdUnit& unit, const BwdScratch& scratch);
 void BwdUnitAvx512(const BwdUnit& unit, const BwdScratch& scratch);

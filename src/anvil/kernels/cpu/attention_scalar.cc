@@ -1,5 +1,6 @@
 // Portable tier: attention_impl.h over F32x1 (one float per "vector"), compiled
 // for the baseline ISA.
+#include "anvil/kernels/cpu/attention_decode_impl.h"
 #include "anvil/kernels/cpu/attention_impl.h"
 
 namespace anvil::kernels::attention_internal {
@@ -8,6 +9,10 @@ using ANVIL_SIMD_NS::F32x1;
 
 void FwdTileScalar(const FwdTile& tile, const FwdScratch& scratch) {
   ANVIL_SIMD_NS::attention::ForwardTile<F32x1>(tile, scratch);
+}
+
+void DecTileScalar(const FwdTile& tile, const DecScratch& scratch) {
+  ANVIL_SIMD_NS::attention::DecodeTile<F32x1>(tile, scratch);
 }
 
 void BwdUnitScalar(const BwdUnit& unit, const BwdScratch& scratch) {
