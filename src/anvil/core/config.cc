@@ -4,6 +4,7 @@
 
 #include <toml++/toml.h>
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -54,10 +55,10 @@ std::string TomlValue(const Config::Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
   if (const auto* d = std::get_if<double>(&v)) {
-    std::ostringstream s;
-    s.precision(17);
-    s << *d;
-    std::string text = s.str();
+    // The shortest text that reads back as the same double (0.9, not 0.90000000000000002).
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof(buf), *d);
+    std::string text(buf, res.ptr);
     // Keep it a TOML float.
     if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
     return text;

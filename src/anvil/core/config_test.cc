@@ -43,6 +43,21 @@ TEST(Config, TypedReadsDefaultsAndOverrides) {
   EXPECT_EQ(*back->GetString("train.precision", ""), "bf16");
 }
 
+// Floats print as the shortest text that reads back to the same double.
+TEST(Config, ResolvedFloatsAreShortestRoundTrip) {
+  Result<Config> c = Config::FromString("a = 0.9\nb = 1e-5\nc = 0.30000000000000004\n", "f");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (const char* key : {"a", "b", "c"}) ASSERT_TRUE(c->GetDouble(key, 0).ok());
+  const std::string text = c->ResolvedToml();
+  EXPECT_NE(text.find("a = 0.9\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("b = 1e-05\n"), std::string::npos) << text;
+  Result<Config> back = Config::FromString(text, "resolved");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back->GetDouble("a", 0), 0.9);
+  EXPECT_EQ(*back->GetDouble("b", 0), 1e-5);
+  EXPECT_EQ(*back->GetDouble("c", 0), 0.1 + 0.2);
+}
+
 TEST(Config, ErrorsNameSourceAndKey) {
   Result<Config> c = Config::FromString(kToml, "tiny.toml");
   ASSERT_TRUE(c.ok());
