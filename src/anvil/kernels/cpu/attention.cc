@@ -110,41 +110,27 @@ BwdScratch CarveBwd(const KernelCtx& ctx, int t, int hd) {
   return s;
 }
 
-using FwdFn = void (*)(const FwdTile&, const FwdScratch&);
-using BwdFn = void (*)(const BwdUnit&, const BwdScratch&);
-using DecFn = void (*)(const FwdTile&, const DecScratch&);
+// One tier's entry points.
+struct TierFns {
+  void (*fwd)(const FwdTile&, const FwdScratch&);
+  void (*dec)(const FwdTile&, const DecScratch&);
+  void (*bwd)(const BwdUnit&, const BwdScratch&);
+};
 
-FwdFn PickFwd(Isa isa) {
+const TierFns& TierFor(Isa isa) {
+  namespace ai = attention_internal;
+  static constexpr TierFns kScalar{ai::FwdTileScalar, ai::DecTileScalar, ai::BwdUnitScalar};
+  static constexpr TierFns kAvx2{ai::FwdTileAvx2, ai::DecTileAvx2, ai::BwdUnitAvx2};
+  static constexpr TierFns kAvx512{ai::FwdTileAvx512, ai::DecTileAvx512, ai::BwdUnitAvx512};
   switch (isa) {
     case Isa::kAvx512:
-      return attention_internal::FwdTileAvx512;
+      return kAvx512;
     case Isa::kAvx2:
-      return attention_internal::FwdTileAvx2;
-    default:
-      return attention_internal::FwdTileScalar;
+      return kAvx2;
+    case Isa::kScalar:
+      break;
   }
-}
-
-DecFn PickDec(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return attention_internal::DecTileAvx512;
-    case Isa::kAvx2:
-      return attention_internal::DecTileAvx2;
-    default:
-      return attention_internal::DecTileScalar;
-  }
-}
-
-BwdFn PickBwd(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return attention_internal::BwdUnitAvx512;
-    case Isa::kAvx2:
-      return attention_internal::BwdUnitAvx2;
-    default:
-      return attention_internal::BwdUnitScalar;
-  }
+  return kScalar;
 }
 
 void CheckDims(const KernelCtx& ctx, const AttentionDims& dims) {
@@ -235,7 +221,7 @@ void AttentionForward(const KernelCtx& ctx, const AttentionDims& dims,
   CHECK(k.dtype == q.dtype && v.dtype == q.dtype) << "attention: q, k, v must share a dtype";
   const bool causal = dims.mask == AttentionMask::kCausal;
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
-  const FwdFn fn = PickFwd(ctx.isa());
+  const auto fn = TierFor(ctx.isa()).fwd;
   const int group = nh / nkv;
   const size_t osize = out.dtype == DType::kBF16 ? 2 : 4;
 
@@ -299,7 +285,7 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
   CHECK(k.dtype == q.dtype && v.dtype == q.dtype) << "attention: q, k, v must share a dtype";
   const bool causal = dims.mask == AttentionMask::kCausal;
   const float scale = AttentionScale(dims);
-  const BwdFn fn = PickBwd(ctx.isa());
+  const auto fn = TierFor(ctx.isa()).bwd;
   const int group = nh / nkv;
 
   RunBalanced(ctx, [&](auto&& visit) {
@@ -367,8 +353,7 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
   CHECK(k_cache.dtype == q.dtype && v_cache.dtype == q.dtype)
       << "attention: q and the caches must share a dtype";
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
-  const FwdFn fn = PickFwd(ctx.isa());
-  const DecFn dec = PickDec(ctx.isa());
+  const TierFns& fns = TierFor(ctx.isa());
   const int group = nh / nkv;
   const size_t osize = out.dtype == DType::kBF16 ? 2 : 4;
   // Lanes of a kv head: (query head g of its group, new row r) as g * n + r.
@@ -401,9 +386,9 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
           }
           // Same bits either way (attention_decode_impl.h); few rows go faster by row.
           if (lanes <= attention_internal::kDecodeRows) {
-            dec(tile, CarveDec(ctx, t, hd));
+            fns.dec(tile, CarveDec(ctx, t, hd));
           } else {
-            fn(tile, CarveFwd(ctx, t, hd));
+            fns.fwd(tile, CarveFwd(ctx, t, hd));
           }
         });
       }
