@@ -1,20 +1,20 @@
 // `anvil generate`: sample text from a checkpoint, printing as it goes.
-// Parsing and printing only; the work is train::Generate.
+// Parsing and printing only; the work is infer::Generate.
 #include <fmt/core.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "anvil/commands.h"
-#include "anvil/train/generate.h"
+#include "anvil/infer/generate.h"
 
 namespace anvil::cli {
 namespace {
 
-int RunGenerate(const train::GenerateOptions& o) {
+int RunGenerate(const infer::GenerateOptions& o) {
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
-  auto r = train::Generate(o, [](std::string_view piece) {
+  auto r = infer::Generate(o, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
@@ -32,7 +32,7 @@ int RunGenerate(const train::GenerateOptions& o) {
 }  // namespace
 
 void AddGenerateCommand(CLI::App& app) {
-  auto o = std::make_shared<train::GenerateOptions>();
+  auto o = std::make_shared<infer::GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a checkpoint");
   cmd->add_option("--ckpt", o->checkpoint,
                   "Checkpoint folder, run folder (its latest checkpoint) or a `latest` file")

@@ -2,7 +2,7 @@
 // with one addressed random number per generated position
 // (RngStream(seed, kSampling).Uniform(position)), so a sample is a pure
 // function of (logits, settings, seed, position). Ties break toward the lower
-// token id. (Sampling belongs to the infer layer once it exists.)
+// token id.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "anvil/core/rng.h"
 #include "anvil/core/status.h"
 
-namespace anvil::train {
+namespace anvil::infer {
 
 struct SamplingConfig {
   bool greedy = false;
@@ -37,4 +37,4 @@ class Sampler {
   std::vector<double> probs_;
 };
 
-}  // namespace anvil::train
+}  // namespace anvil::infer

@@ -1,12 +1,12 @@
 // Greedy / temperature, top-k, top-p sampling (see sampling.h).
-#include "anvil/train/sampling.h"
+#include "anvil/infer/sampling.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace anvil::train {
+namespace anvil::infer {
 
 Status SamplingConfig::Validate() const {
   if (!greedy && !(temperature > 0)) {
@@ -70,4 +70,4 @@ int32_t Sampler::Sample(std::span<const float> logits, uint64_t index) {
   return order_[keep - 1];
 }
 
-}  // namespace anvil::train
+}  // namespace anvil::infer

@@ -1,5 +1,5 @@
 // Generation: checkpoint + tokenizer loading and the decode loop (see generate.h).
-#include "anvil/train/generate.h"
+#include "anvil/infer/generate.h"
 
 #include <fmt/core.h>
 
@@ -17,7 +17,7 @@
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/llama.h"
 
-namespace anvil::train {
+namespace anvil::infer {
 
 Result<GenerateResult> Generate(const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text) {
@@ -97,4 +97,4 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   return r;
 }
 
-}  // namespace anvil::train
+}  // namespace anvil::infer

@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "anvil/core/status.h"
-#include "anvil/train/sampling.h"
+#include "anvil/infer/sampling.h"
 
-namespace anvil::train {
+namespace anvil::infer {
 
 struct GenerateOptions {
   std::string checkpoint;  // a checkpoint folder, a run folder, or its `latest` file
@@ -38,4 +38,4 @@ struct GenerateResult {
 Result<GenerateResult> Generate(const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text = {});
 
-}  // namespace anvil::train
+}  // namespace anvil::infer
