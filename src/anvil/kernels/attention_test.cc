@@ -519,11 +519,19 @@ TEST(Attention, BatchInvariant) {
 // training forward's rows bit for bit (the forward ran over a longer
 // sequence; causal rows never see later keys), around block boundaries.
 TEST(AttentionDecode, BitwiseEqualsForwardRows) {
+  struct Case {
+    int hd;
+    bool bf16;
+  };
+  // HD 16 and 256: the decode tile's fewest and most HD vectors per row.
+  const Case cases[] = {{64, false}, {64, true}, {16, false}, {256, true}};
   for (Isa isa : Tiers()) {
-    for (bool bf16 : {false, true}) {
+    for (const Case& c : cases) {
+      const bool bf16 = c.bf16;
       for (int nkv : {4, 1}) {
-        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " bf16=" << bf16 << " NKV=" << nkv);
-        const int nh = 4, hd = 64;
+        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " bf16=" << bf16 << " NKV=" << nkv
+                                          << " HD=" << c.hd);
+        const int nh = 4, hd = c.hd;
         const Problem p = MakeProblem({37, 200, 20}, nh, nkv, hd, true, bf16, 8, 13);
         const Fwd f = RunForward(p, isa, 2, bf16);
         const int64_t b = 37;
@@ -531,6 +539,7 @@ TEST(AttentionDecode, BitwiseEqualsForwardRows) {
         for (int64_t pos : {0, 1, 62, 63, 64, 65, 127, 128, 150, 160, 196}) {
           for (int64_t n : {1, 2, 3, 40}) {
             if (pos + n > 200 || (n == 40 && pos != 160 && pos != 0)) continue;
+            if (hd != 64 && (n == 40 || pos % 2 == 0)) continue;  // time
             std::vector<float> out(n * nh * hd, NAN), lse(nh * n, NAN);
             std::vector<BF16> out16(out.size());
             const AttentionIn q = p.In('q'), k = p.In('k'), v = p.In('v');

@@ -18,7 +18,7 @@ namespace {
 
 using attention_internal::BwdScratch;
 using attention_internal::BwdUnit;
-using attention_internal::DecScratch;
+using attention_internal::DecodeScratch;
 using attention_internal::FwdScratch;
 using attention_internal::FwdTile;
 using attention_internal::kBc;
@@ -51,7 +51,7 @@ size_t BwdScratchBytes(int hd) {
          2 * FloatsBytes(int64_t{kBc} * hd) + FloatsBytes(4 * kBr);
 }
 
-size_t DecScratchBytes(int hd) {
+size_t DecodeScratchBytes(int hd) {
   return 2 * FloatsBytes(int64_t{attention_internal::kDecodeRows} * hd) +
          3 * FloatsBytes(int64_t{kBc} * hd) + FloatsBytes(kBc);
 }
@@ -82,9 +82,9 @@ FwdScratch CarveFwd(const KernelCtx& ctx, int t, int hd) {
   return s;
 }
 
-DecScratch CarveDec(const KernelCtx& ctx, int t, int hd) {
+DecodeScratch CarveDecode(const KernelCtx& ctx, int t, int hd) {
   Carver c(ctx.scratch(t));
-  DecScratch s;
+  DecodeScratch s;
   s.q = c.Take(int64_t{attention_internal::kDecodeRows} * hd);
   s.o = c.Take(int64_t{attention_internal::kDecodeRows} * hd);
   s.kt = c.Take(int64_t{hd} * kBc);
@@ -113,15 +113,15 @@ BwdScratch CarveBwd(const KernelCtx& ctx, int t, int hd) {
 // One tier's entry points.
 struct TierFns {
   void (*fwd)(const FwdTile&, const FwdScratch&);
-  void (*dec)(const FwdTile&, const DecScratch&);
+  void (*decode)(const FwdTile&, const DecodeScratch&);
   void (*bwd)(const BwdUnit&, const BwdScratch&);
 };
 
 const TierFns& TierFor(Isa isa) {
   namespace ai = attention_internal;
-  static constexpr TierFns kScalar{ai::FwdTileScalar, ai::DecTileScalar, ai::BwdUnitScalar};
-  static constexpr TierFns kAvx2{ai::FwdTileAvx2, ai::DecTileAvx2, ai::BwdUnitAvx2};
-  static constexpr TierFns kAvx512{ai::FwdTileAvx512, ai::DecTileAvx512, ai::BwdUnitAvx512};
+  static constexpr TierFns kScalar{ai::FwdTileScalar, ai::DecodeTileScalar, ai::BwdUnitScalar};
+  static constexpr TierFns kAvx2{ai::FwdTileAvx2, ai::DecodeTileAvx2, ai::BwdUnitAvx2};
+  static constexpr TierFns kAvx512{ai::FwdTileAvx512, ai::DecodeTileAvx512, ai::BwdUnitAvx512};
   switch (isa) {
     case Isa::kAvx512:
       return kAvx512;
@@ -199,7 +199,7 @@ void attention_internal::SetTallTileFromForTesting(int64_t tokens) {
 
 size_t AttentionScratchBytes(const AttentionDims& dims) {
   return std::max({FwdScratchBytes(dims.head_dim), BwdScratchBytes(dims.head_dim),
-                   DecScratchBytes(dims.head_dim)});
+                   DecodeScratchBytes(dims.head_dim)});
 }
 
 void AttentionForward(const KernelCtx& ctx, const AttentionDims& dims,
@@ -386,7 +386,7 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
           }
           // Same bits either way (attention_decode_impl.h); few rows go faster by row.
           if (lanes <= attention_internal::kDecodeRows) {
-            fns.dec(tile, CarveDec(ctx, t, hd));
+            fns.decode(tile, CarveDecode(ctx, t, hd));
           } else {
             fns.fwd(tile, CarveFwd(ctx, t, hd));
           }

@@ -11,7 +11,7 @@ void FwdTileAvx2(const FwdTile& tile, const FwdScratch& scratch) {
   ANVIL_SIMD_NS::attention::ForwardTile<F32x8>(tile, scratch);
 }
 
-void DecTileAvx2(const FwdTile& tile, const DecScratch& scratch) {
+void DecodeTileAvx2(const FwdTile& tile, const DecodeScratch& scratch) {
   ANVIL_SIMD_NS::attention::DecodeTile<F32x8>(tile, scratch);
 }
 

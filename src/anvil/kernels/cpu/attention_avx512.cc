@@ -11,7 +11,7 @@ void FwdTileAvx512(const FwdTile& tile, const FwdScratch& scratch) {
   ANVIL_SIMD_NS::attention::ForwardTile<F32x16>(tile, scratch);
 }
 
-void DecTileAvx512(const FwdTile& tile, const DecScratch& scratch) {
+void DecodeTileAvx512(const FwdTile& tile, const DecodeScratch& scratch) {
   ANVIL_SIMD_NS::attention::DecodeTile<F32x16>(tile, scratch);
 }
 

@@ -1,23 +1,8 @@
-// Decode tiles of a few query rows (the token being generated, for one head
-// or a small GQA group): ForwardTile's per-row chain of f32 operations
-// (attention_impl.h), laid out so that one row fills whole vectors — scores
-// with keys along the lanes, P·V with the head dimension along the lanes —
-// instead of filling one lane of a row-per-lane tile. Per row and KV block
-// [start, start + nc), over the keys c < visible that the row may see:
-//   q'   = q * qscale                                  (one rounding each)
-//   S[c] = fma(K[c][d], q'[d], ...) over d = 0..HD-1 in order, from 0
-//   mb   = Max(...Max(Max(-inf, S[0]), S[1])..., S[last])   (c order, x86 rule)
-//   m'   = Max(m, mb), alpha = 2^(m - m'), P[c] = 2^(S[c] - m')
-//   l    = fma(l, alpha, ((0 + P[0]) + P[1]) + ...)
-//   O[d] = O[d] * alpha, then O[d] = fma(V[c][d], P[c], O[d]) for c in order
-//   out  = O / l, lse = (m + log2 l) ln 2
-// — ForwardTile's operations and order exactly. ForwardTile also walks keys
-// a row may not see (masked to -inf: Max keeps mb, P = +0 adds nothing, the
-// P·V term is skipped) and blocks past the row (alpha = 1: a no-op); for
-// finite inputs both leave every bit as skipping them here does.
+// Decode tiles of a few query rows (a generated token, or a small GQA group):
+// ForwardTile's per-row f32 chain with whole vectors along keys and HD, so
+// decode stays bitwise equal to the training forward. Compile -ffp-contract=off.
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -25,8 +10,12 @@
 
 namespace anvil::kernels::ANVIL_SIMD_NS::attention {
 
-using attention_internal::DecScratch;
+using attention_internal::DecodeScratch;
 using attention_internal::kDecodeRows;
+
+// Local min/max: nothing inline from other headers in an ISA unit (simd.h).
+inline int64_t MinI(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int MinI(int a, int b) { return a < b ? a : b; }
 
 // kf[r][d] = row start + r of `src` as f32, r < n; rows n..padded-1 are 0.
 template <class V>
@@ -50,7 +39,7 @@ void DecodeRowBlock(int hd, int nc, const float* kt, const float* vb, int64_t vs
   constexpr int W = V::kLanes;
   constexpr int kChains = 4;  // independent FMA chains: one per vector of keys
   for (int c0 = 0; c0 < nc; c0 += kChains * W) {
-    const int nv = std::min(kChains, (nc - c0 + W - 1) / W);
+    const int nv = MinI(kChains, (nc - c0 + W - 1) / W);
     V acc[kChains] = {V::Zero(), V::Zero(), V::Zero(), V::Zero()};
     for (int d = 0; d < hd; ++d) {
       const V qd = V::Set(q[d]);
@@ -73,7 +62,7 @@ void DecodeRowBlock(int hd, int nc, const float* kt, const float* vb, int64_t vs
 
   const V va = V::Set(alpha);
   for (int d0 = 0; d0 < hd; d0 += kChains * W) {
-    const int nv = std::min(kChains, (hd - d0) / W);
+    const int nv = MinI(kChains, (hd - d0) / W);
     V acc[kChains];
     for (int j = 0; j < nv; ++j) acc[j] = V::Load(o + d0 + j * W) * va;
     for (int c = 0; c < nc; ++c) {
@@ -86,10 +75,22 @@ void DecodeRowBlock(int hd, int nc, const float* kt, const float* vb, int64_t vs
 }
 
 // A tile of t.lanes <= kDecodeRows rows (FwdTile as for ForwardTile; causal).
+// Per row and KV block [start, start + nc), over the keys c < visible it sees:
+//   q'   = q * qscale                                  (one rounding each)
+//   S[c] = fma(K[c][d], q'[d], ...) over d = 0..HD-1 in order, from 0
+//   mb   = Max(...Max(Max(-inf, S[0]), S[1])..., S[last])   (c order, x86 rule)
+//   m'   = Max(m, mb), alpha = 2^(m - m'), P[c] = 2^(S[c] - m')
+//   l    = fma(l, alpha, ((0 + P[0]) + P[1]) + ...)
+//   O[d] = O[d] * alpha, then O[d] = fma(V[c][d], P[c], O[d]) for c in order
+//   out  = O / l, lse = (m + log2 l) ln 2
+// — ForwardTile's operations in its order. ForwardTile also walks keys a row
+// may not see (masked to -inf: Max keeps mb, P = +0 adds nothing, the P·V
+// term is skipped) and blocks past the row (alpha = 1: a no-op); while the
+// scores are finite, both leave every bit as skipping them here does.
 template <class V>
-void DecodeTile(const FwdTile& t, const DecScratch& sc) {
+void DecodeTile(const FwdTile& t, const DecodeScratch& sc) {
   constexpr int W = V::kLanes;
-  constexpr int kBc = attention_internal::kBc;
+  constexpr int64_t kBc = attention_internal::kBc;
   const int hd = t.head_dim;
   const int rows = t.lanes;
   float m[kDecodeRows];
@@ -103,14 +104,14 @@ void DecodeTile(const FwdTile& t, const DecScratch& sc) {
     }
     m[r] = -INFINITY;
     l[r] = 0.0f;
-    max_pos = std::max(max_pos, t.pos[r]);
+    max_pos = t.pos[r] > max_pos ? t.pos[r] : max_pos;
   }
 
   const int64_t last = static_cast<int64_t>(max_pos);
   for (int64_t start = 0; start <= last; start += kBc) {
-    const int nc = static_cast<int>(std::min<int64_t>(kBc, t.kv_len - start));
+    const int nc = static_cast<int>(MinI(kBc, t.kv_len - start));
     if (start + kBc <= last) {
-      const int next = static_cast<int>(std::min<int64_t>(kBc, t.kv_len - start - kBc));
+      const int next = static_cast<int>(MinI(kBc, t.kv_len - start - kBc));
       PrefetchRows(t.k, t.in_bf16, start + kBc, next, hd);
       PrefetchRows(t.v, t.in_bf16, start + kBc, next, hd);
     }
@@ -127,7 +128,7 @@ void DecodeTile(const FwdTile& t, const DecScratch& sc) {
     for (int r = 0; r < rows; ++r) {
       const int64_t pos = static_cast<int64_t>(t.pos[r]);
       if (start > pos) continue;
-      const int visible = static_cast<int>(std::min<int64_t>(nc, pos - start + 1));
+      const int visible = static_cast<int>(MinI(int64_t{nc}, pos - start + 1));
       DecodeRowBlock<V>(hd, visible, sc.kt, vb, vs, sc.q + r * hd, sc.o + r * hd, sc.p, &m[r],
                         &l[r]);
     }

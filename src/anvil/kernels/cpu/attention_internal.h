@@ -76,7 +76,7 @@ struct FwdScratch {
 inline constexpr int kDecodeRows = 8;
 
 // Decode-tile scratch, carved by the dispatcher: float arrays.
-struct DecScratch {
+struct DecodeScratch {
   float* q;   // [kDecodeRows][HD] scaled queries
   float* o;   // [kDecodeRows][HD] output accumulators
   float* kt;  // [HD][kBc]         the K block, transposed
@@ -127,9 +127,9 @@ struct BwdScratch {
 void FwdTileScalar(const FwdTile& tile, const FwdScratch& scratch);
 void FwdTileAvx2(const FwdTile& tile, const FwdScratch& scratch);
 void FwdTileAvx512(const FwdTile& tile, const FwdScratch& scratch);
-void DecTileScalar(const FwdTile& tile, const DecScratch& scratch);
-void DecTileAvx2(const FwdTile& tile, const DecScratch& scratch);
-void DecTileAvx512(const FwdTile& tile, const DecScratch& scratch);
+void DecodeTileScalar(const FwdTile& tile, const DecodeScratch& scratch);
+void DecodeTileAvx2(const FwdTile& tile, const DecodeScratch& scratch);
+void DecodeTileAvx512(const FwdTile& tile, const DecodeScratch& scratch);
 void BwdUnitScalar(const BwdUnit& unit, const BwdScratch& scratch);
 void BwdUnitAvx2(const BwdUnit& unit, const BwdScratch& scratch);
 void BwdUnitAvx512(const BwdUnit& unit, const BwdScratch& scratch);

@@ -11,7 +11,7 @@ void FwdTileScalar(const FwdTile& tile, const FwdScratch& scratch) {
   ANVIL_SIMD_NS::attention::ForwardTile<F32x1>(tile, scratch);
 }
 
-void DecTileScalar(const FwdTile& tile, const DecScratch& scratch) {
+void DecodeTileScalar(const FwdTile& tile, const DecodeScratch& scratch) {
   ANVIL_SIMD_NS::attention::DecodeTile<F32x1>(tile, scratch);
 }
 
