@@ -146,7 +146,8 @@ struct Shape {
 };
 
 // Sizes from {1, 2, 3, 7, 17, 31, 33, 65, 129, 300} and around the blocks
-// (tiles 14x32 and 6x16, K blocks 256 and 512, the small-M limit 8).
+// (tiles 14x32 and 6x16; K blocks 256 (AVX2, scalar), 1024 and 2048 (AVX-512
+// f32, bf16); the small-M limit 8).
 const Shape kEdgeShapes[] = {
     {1, 1, 1},     {1, 7, 3},     {2, 3, 17},    {3, 33, 2},     {7, 17, 31},
     {17, 31, 65},  {31, 65, 7},   {33, 2, 129},  {65, 129, 33},  {129, 65, 300},
@@ -305,7 +306,8 @@ TEST(Gemm, BatchInvariantOverRowsThreadsAndRepeats) {
 template <typename T, typename TC>
 void CheckStreamingEqualsPacked(const char* dtypes) {
   ThreadPool pool(2);
-  for (const Shape& s : {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513}}) {
+  for (const Shape& s :
+       {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513}, Shape{0, 200, 2100}}) {
     for (Trans ta : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
         const Problem<T, TC> p(64, s.n, s.k, ta, Trans::kN, accumulate, 500);
@@ -348,9 +350,10 @@ TEST(Gemm, ScratchSizeDoesNotChangeResults) {
     const KernelCtx big(pool, isa), small(pool, isa, size_t{1} << 20);
     for (int trans = 0; trans < 4; ++trans) {
       const Trans ta = trans & 1 ? Trans::kT : Trans::kN, tb = trans & 2 ? Trans::kT : Trans::kN;
-      const Problem<BF16, BF16> p16(700, 1100, 600, ta, tb, true, 900);
-      ExpectSameRows(p16.Rows(small, 700), p16.Rows(big, 700), Name(p16.g, isa, "bf16->bf16"));
-      const Problem<float, float> p32(300, 1100, 600, ta, tb, false, 901);
+      // K = 2100 crosses every tier's K block.
+      const Problem<BF16, BF16> p16(1000, 300, 2100, ta, tb, true, 900);
+      ExpectSameRows(p16.Rows(small, 1000), p16.Rows(big, 1000), Name(p16.g, isa, "bf16->bf16"));
+      const Problem<float, float> p32(300, 1100, 1100, ta, tb, false, 901);
       ExpectSameRows(p32.Rows(small, 300), p32.Rows(big, 300), Name(p32.g, isa, "f32->f32"));
     }
   }

@@ -64,7 +64,11 @@ struct Driver {
   static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
     constexpr bool kBf16 = std::is_same_v<T, BF16>;
     constexpr int64_t kKc = K::KBlock(kBf16);
-    const Scratch s = Carve(scratch, bytes, K::Steps(kBf16, kKc));
+    constexpr int64_t kSteps = K::Steps(kBf16, kKc);
+    static_assert((kSteps * K::kNr + K::kMc * kSteps + 2 * K::kMr * K::kNr) * 4 <=
+                      static_cast<int64_t>(kMinScratchBytes),
+                  "the least scratch must hold an A block and one B micro-panel");
+    const Scratch s = Carve(scratch, bytes, kSteps);
     const T* a = static_cast<const T*>(p.a);
     const T* b = static_cast<const T*>(p.b);
     for (int64_t jc = r.n0; jc < r.n1; jc += s.nc_max) {
