@@ -1,7 +1,8 @@
 // Trainer tests: config errors name the key, metrics.jsonl has every field,
 // Run() validates, checkpoints (keep-last-N) and stops cleanly on request,
-// the trace is valid Chrome JSON with events, and a run folder is not
-// silently overwritten.
+// the trace is valid Chrome JSON with a zone for every model block and
+// kernel family inside the steps, and a run folder is not silently
+// overwritten.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -14,7 +14,9 @@ Status SamplingConfig::Validate() const {
                                        temperature));
   }
   if (top_k < 0) return InvalidArgument(fmt::format("--top-k {}: must be >= 0", top_k));
-  if (!(top_p > 0 && top_p <= 1)) return InvalidArgument(fmt::format("--top-p {}: must be in (0, 1]", top_p));
+  if (!(top_p > 0 && top_p <= 1)) {
+    return InvalidArgument(fmt::format("--top-p {}: must be in (0, 1]", top_p));
+  }
   return Status::Ok();
 }
 
