@@ -13,7 +13,7 @@ namespace anvil::kernels::ANVIL_SIMD_NS::attention {
 using attention_internal::DecodeScratch;
 using attention_internal::kDecodeRows;
 
-// Local min/max: nothing inline from other headers in an ISA unit (simd.h).
+// A local min: nothing inline from other headers in an ISA unit (simd.h).
 inline int64_t MinI(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int MinI(int a, int b) { return a < b ? a : b; }
 
