@@ -22,15 +22,8 @@ const Kernels& ScalarKernels() {
 namespace {
 
 const act_internal::Kernels& KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return act_internal::Avx512Kernels();
-    case Isa::kAvx2:
-      return act_internal::Avx2Kernels();
-    case Isa::kScalar:
-      break;
-  }
-  return act_internal::ScalarKernels();
+  return rowwise_internal::KernelsForTier(isa, act_internal::ScalarKernels,
+                                          act_internal::Avx2Kernels, act_internal::Avx512Kernels);
 }
 
 template <typename T>

@@ -23,15 +23,9 @@ const Kernels& ScalarKernels() {
 namespace {
 
 const embedding_internal::Kernels& KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return embedding_internal::Avx512Kernels();
-    case Isa::kAvx2:
-      return embedding_internal::Avx2Kernels();
-    case Isa::kScalar:
-      break;
-  }
-  return embedding_internal::ScalarKernels();
+  return rowwise_internal::KernelsForTier(isa, embedding_internal::ScalarKernels,
+                                          embedding_internal::Avx2Kernels,
+                                          embedding_internal::Avx512Kernels);
 }
 
 void CheckArgs(int64_t tokens, int64_t vocab, int64_t dim, const int32_t* ids, const void* src,

@@ -28,15 +28,8 @@ namespace {
 constexpr int64_t kBlockBytes = int64_t{1} << 20;
 
 const norm_internal::Kernels& KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return norm_internal::Avx512Kernels();
-    case Isa::kAvx2:
-      return norm_internal::Avx2Kernels();
-    case Isa::kScalar:
-      break;
-  }
-  return norm_internal::ScalarKernels();
+  return rowwise_internal::KernelsForTier(isa, norm_internal::ScalarKernels,
+                                          norm_internal::Avx2Kernels, norm_internal::Avx512Kernels);
 }
 
 void CheckShape(int64_t rows, int64_t dim, const void* x, const float* weight) {

@@ -23,15 +23,9 @@ const Kernels& ScalarKernels() {
 namespace {
 
 const optim_internal::Kernels& KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return optim_internal::Avx512Kernels();
-    case Isa::kAvx2:
-      return optim_internal::Avx2Kernels();
-    case Isa::kScalar:
-      break;
-  }
-  return optim_internal::ScalarKernels();
+  return rowwise_internal::KernelsForTier(isa, optim_internal::ScalarKernels,
+                                          optim_internal::Avx2Kernels,
+                                          optim_internal::Avx512Kernels);
 }
 
 }  // namespace

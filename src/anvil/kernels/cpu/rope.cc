@@ -23,15 +23,8 @@ const Kernels& ScalarKernels() {
 namespace {
 
 const rope_internal::Kernels& KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return rope_internal::Avx512Kernels();
-    case Isa::kAvx2:
-      return rope_internal::Avx2Kernels();
-    case Isa::kScalar:
-      break;
-  }
-  return rope_internal::ScalarKernels();
+  return rowwise_internal::KernelsForTier(isa, rope_internal::ScalarKernels,
+                                          rope_internal::Avx2Kernels, rope_internal::Avx512Kernels);
 }
 
 void CheckHeadDim(int64_t head_dim) {

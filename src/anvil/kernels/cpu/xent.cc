@@ -23,15 +23,8 @@ const Kernels& ScalarKernels() {
 namespace {
 
 const xent_internal::Kernels& KernelsFor(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return xent_internal::Avx512Kernels();
-    case Isa::kAvx2:
-      return xent_internal::Avx2Kernels();
-    case Isa::kScalar:
-      break;
-  }
-  return xent_internal::ScalarKernels();
+  return rowwise_internal::KernelsForTier(isa, xent_internal::ScalarKernels,
+                                          xent_internal::Avx2Kernels, xent_internal::Avx512Kernels);
 }
 
 void CheckArgs(int64_t rows, int64_t vocab, const void* logits, const int32_t* targets,
