@@ -11,11 +11,16 @@ loads the HF-named checkpoint and checks in float32:
   every gradient       ||a - t|| / ||t||   (per tensor)   <= 1e-4
   weights after AdamW  ||a - t|| / ||t||   (per tensor)   <= 1e-6
     (torch.optim.AdamW stepping from anvil's gradients: the optimizer alone), and
-    <= 1e-5 stepping from torch's own gradients: Adam's first step is
-    lr * g / (|g| + eps), whose slope lr / eps = 1e5 at g ~ 0 turns the ~1e-10
-    absolute gradient differences of the rare entries with |g| < eps (seen:
-    |g| = 2e-9 in a 64x96 tensor) into ~5e-6 weight differences, ~1.5e-6 of
-    the tensor's norm; everywhere else the step is ~lr * sign(g) and agrees.
+  weights after AdamW, stepping from each side's own gradients, entry by entry:
+    |a - t| <= lr * |ga - gt| * max_{g in [ga, gt]} eps / (|g| + eps)^2
+               + 4u |t| + 16u lr                        (u = 2^-24)
+    Adam's first step is lr * g / (|g| + eps), whose slope eps / (|g| + eps)^2
+    is 1 / eps = 1e8 at g ~ 0: the ~1e-10 gradient differences of entries with
+    |g| < eps become ~1e-6 weight differences there, and how many such entries
+    a tensor has depends on the machine's summation order, so no norm-relative
+    tolerance holds on every tier. The bound is what the measured gradient
+    difference can do through the step (mean value theorem), plus the f32
+    rounding of the update and of the weight; a wrong update breaks it.
 Exit 0 on success (printing the worst numbers), 1 on a failed check, 77 (a
 ctest skip) only when this interpreter cannot import torch.
 """
@@ -121,6 +126,24 @@ def rel(a, b):
     return float((a - b).norm() / max(float(b.norm()), 1e-30))
 
 
+def adam_step_excess(a_w, t_w, a_g, t_g):
+    """max over entries of |a_w - t_w| / bound (<= 1 passes; see the docstring).
+
+    The first AdamW step moves an entry by lr * f(g) with f(g) = g / (|g| + eps)
+    (bias correction makes m / sqrt(v) = g / |g|). |f'(g)| = eps / (|g| + eps)^2
+    is largest where |g| is smallest, so over [ga, gt] it peaks at 0 when the
+    signs differ and at min(|ga|, |gt|) otherwise.
+    """
+    u = 2.0 ** -24
+    a_w, t_w, a_g, t_g = (x.double() for x in (a_w, t_w, a_g, t_g))
+    same_sign = (a_g * t_g) > 0
+    g_min = torch.where(same_sign, torch.minimum(a_g.abs(), t_g.abs()),
+                        torch.zeros_like(a_g))
+    slope = EPS / (g_min + EPS) ** 2
+    bound = LR * (a_g - t_g).abs() * slope + 4 * u * t_w.abs() + 16 * u * LR
+    return float(((a_w - t_w).abs() / bound).max())
+
+
 def check(folder):
     torch.set_num_threads(2)
     with open(os.path.join(folder, "model", "config.json")) as f:
@@ -170,15 +193,20 @@ def check(folder):
     torch.optim.AdamW(same.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD).step()
     for name in weights:
         record("adamw", name, rel(a_step[name], same.w(name).detach()), 1e-6)
-    # End to end: torch's AdamW from torch's gradients.
+    # End to end: torch's AdamW from torch's gradients, each entry bounded by
+    # what its gradient difference can do through the first step.
+    t_grads = {name: model.w(name).grad.detach().clone() for name in weights}
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     opt.step()
     for name in weights:
-        record("adamw_e2e", name, rel(a_step[name], model.w(name).detach()), 1e-5)
+        ratio = adam_step_excess(a_step[name], model.w(name).detach(),
+                                 a_grads[name], t_grads[name])
+        record("adamw_e2e", name, ratio, 1.0)
 
     print(f"torch_parity {folder}: loss anvil {anvil['loss']:.9f} torch {loss.item():.9f}")
     for kind, (value, name) in worst.items():
-        print(f"  worst {kind:9s} relative error {value:.3g}  ({name})")
+        what = "of its per-entry bound" if kind == "adamw_e2e" else "relative error"
+        print(f"  worst {kind:9s} {value:.3g} {what}  ({name})")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         return 1
