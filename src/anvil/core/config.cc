@@ -4,7 +4,9 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -35,16 +37,126 @@ Status Flatten(const toml::table& table, const std::string& prefix, const std::s
   return Status::Ok();
 }
 
+// What toml++ 3.3 cannot be given, found by fuzz/config_fuzz.cc, refused here
+// before it reads the text:
+// - Non-ASCII text between tokens. toml++ asks "is this whitespace?" of the
+//   characters between tokens (also past a bad one: it reads a bad value to
+//   its end before reporting it) and of the first one after a backslash in a
+//   multi-line string; for most non-ASCII characters (U+00A1..U+0499,
+//   U+2F4E..U+3347, U+FB86..U+FEFE) its generated lookup then reaches
+//   __builtin_unreachable(): undefined behaviour. TOML allows non-ASCII text
+//   only inside strings and comments. A quote opens a string only where TOML
+//   has one (after `=`, `[`, `{`, `,`, `.` or at the start of a line);
+//   elsewhere the input is bad and stays "between tokens".
+// - Tables nested thousands deep (`a.a.a...` or `[a.a.a...]`): toml++ and its
+//   tables recurse per level and exhaust the stack. Each `.` of a key opens
+//   one level, inline tables at most 256 (toml++'s own limit), and a key
+//   stays on one line, so dots per line are capped.
+constexpr int kMaxDotsPerLine = 256;
+
+Status CheckTomlText(std::string_view t, const std::string& source) {
+  const auto fail = [&](size_t i, const char* what) {
+    const size_t line_start = t.rfind('\n', i);  // npos + 1 == 0
+    std::ostringstream msg;
+    msg << source << ":" << std::count(t.begin(), t.begin() + i, '\n') + 1 << ":"
+        << i - (line_start + 1) + 1 << ": " << what;
+    return InvalidArgument(msg.str());
+  };
+  constexpr const char* kNonAscii =
+      "non-ASCII text outside a string or comment (or right after a backslash)";
+  enum { kCode, kBasic, kLiteral, kMultiBasic, kMultiLiteral } state = kCode;
+  const auto non_ascii = [&](size_t i) { return i < t.size() && (t[i] & 0x80) != 0; };
+  const auto blank = [&](size_t i) {
+    return i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r');
+  };
+  char prev = '\n';  // the last character between tokens that is not ' ' or '\t'
+  int dots = 0;       // '.' between tokens on this line
+  size_t i = t.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;  // a byte order mark
+  while (i < t.size()) {
+    const char c = t[i];
+    if (state == kCode) {
+      if (non_ascii(i)) return fail(i, kNonAscii);
+      if (c == '\n') dots = 0;
+      if (c == '.' && ++dots > kMaxDotsPerLine) {
+        return fail(i, "more than 256 '.' on one line: keys nest too deep");
+      }
+      const bool opens = std::string_view("\n=[{,.").find(prev) != std::string_view::npos;
+      if (c == '#') {  // a comment, to the end of the line
+        i = t.find('\n', i);
+        if (i == std::string_view::npos) break;
+      } else if (opens && (t.substr(i, 3) == "\"\"\"" || t.substr(i, 3) == "'''")) {
+        state = c == '"' ? kMultiBasic : kMultiLiteral;
+        i += 3;
+      } else {
+        if (opens && c == '"') state = kBasic;
+        if (opens && c == '\'') state = kLiteral;
+        if (c != ' ' && c != '\t') prev = c;
+        ++i;
+      }
+    } else if ((state == kBasic || state == kMultiBasic) && c == '\\') {
+      if (non_ascii(++i)) return fail(i, kNonAscii);
+      if (state == kMultiBasic && blank(i)) {  // a line-ending backslash
+        while (blank(i)) ++i;
+        if (non_ascii(i)) return fail(i, kNonAscii);
+      } else {
+        ++i;
+      }
+    } else if (state == kMultiBasic || state == kMultiLiteral) {
+      const char quote = state == kMultiBasic ? '"' : '\'';
+      if (c == quote && t.substr(i, 3) == std::string(3, quote)) {
+        while (i < t.size() && t[i] == quote) ++i;  // up to two quotes belong to the text
+        state = kCode;
+        prev = quote;
+      } else {
+        ++i;
+      }
+    } else {  // a one-line string
+      if (c == (state == kBasic ? '"' : '\'') || c == '\n') {
+        state = kCode;
+        prev = c;
+      }
+      ++i;
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::map<std::string, Config::Value>> Parse(std::string_view text,
                                                     const std::string& source) {
+  RETURN_IF_ERROR(CheckTomlText(text, source));
+  // CheckTomlText follows strings as valid TOML has them; bad input can start
+  // what toml++ reads as one bad value, quotes included, to its end. So text
+  // with non-ASCII bytes is first parsed with each of them replaced by '~',
+  // which is fine where non-ASCII text is (strings, comments) and an error
+  // everywhere else: toml++ sees the original only once that copy is valid.
+  std::string ascii;
+  if (std::any_of(text.begin(), text.end(), [](char c) { return (c & 0x80) != 0; })) {
+    ascii.assign(text);
+    for (char& c : ascii) c = (c & 0x80) != 0 ? '~' : c;
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") ascii.replace(0, 3, "   ");  // a byte order mark
+  }
   toml::table table;
-  try {
-    table = toml::parse(text, source);  // this toml++ build reports errors by exception
-  } catch (const toml::parse_error& e) {
-    std::ostringstream msg;
-    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
-        << e.description();
-    return InvalidArgument(msg.str());
+  for (const bool check : {true, false}) {
+    if (check && ascii.empty()) continue;
+    try {
+      table = toml::parse(check ? std::string_view(ascii) : text, source);  // errors by exception
+    } catch (const toml::parse_error& e) {
+      std::ostringstream msg;
+      msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": ";
+      // The ASCII copy has one character per byte: find the one toml++ refused.
+      size_t at = 0;
+      for (auto line = e.source().begin.line; line > 1 && at != std::string_view::npos; --line) {
+        at = text.find('\n', at);
+        if (at != std::string_view::npos) ++at;
+      }
+      if (check && at != std::string_view::npos && at + e.source().begin.column - 1 < text.size() &&
+          (text[at + e.source().begin.column - 1] & 0x80) != 0) {
+        msg << "non-ASCII text outside a string or comment";
+      } else {
+        msg << e.description();
+      }
+      return InvalidArgument(msg.str());
+    }
   }
   std::map<std::string, Config::Value> values;
   RETURN_IF_ERROR(Flatten(table, "", source, &values));
@@ -63,9 +175,37 @@ std::string TomlValue(const Config::Value& v) {
     if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
     return text;
   }
-  std::ostringstream s;
-  s << toml::value<std::string>(std::get<std::string>(v));
-  return s.str();
+  // One line: a literal string where the text allows ('bf16'), else a basic
+  // string with escapes. (toml++'s printer writes text holding a line break
+  // as a multi-line literal string, '''...''', which ends early if the text
+  // holds ''' itself; found by fuzz/config_fuzz.cc.)
+  const std::string& str = std::get<std::string>(v);
+  if (std::none_of(str.begin(), str.end(), [](char c) {
+        return c == '\'' || (c >= 0 && c < 0x20 && c != '\t') || c == 0x7f;
+      })) {
+    return "'" + str + "'";
+  }
+  std::string out = "\"";
+  for (const char c : str) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if ((c >= 0 && c < 0x20) || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04X", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;  // printable ASCII, or UTF-8 (toml++ checked it)
+        }
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace

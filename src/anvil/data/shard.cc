@@ -41,6 +41,11 @@ uint64_t TokensRegionBytes(uint64_t num_tokens, int token_bytes) {
 
 const char* kRerun = "re-run `anvil prepare`";
 
+Status Truncated(const std::string& path, uint64_t size) {
+  return DataLoss(fmt::format("{}: truncated: {} bytes, shorter than the {}-byte header; {}", path,
+                              size, kShardHeaderBytes, kRerun));
+}
+
 }  // namespace
 
 ShardWriter::ShardWriter(AtomicFile file, uint32_t vocab_size)
@@ -152,8 +157,7 @@ Result<TokenShard> TokenShard::Open(const std::string& path, bool verify) {
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < kShardHeaderBytes) {
     ::close(fd);
-    return DataLoss(fmt::format("{}: truncated: {} bytes, shorter than the {}-byte header; {}",
-                                path, size, kShardHeaderBytes, kRerun));
+    return Truncated(path, size);
   }
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
@@ -164,8 +168,22 @@ Result<TokenShard> TokenShard::Open(const std::string& path, bool verify) {
   shard.path_ = path;
   shard.map_ = map;
   shard.map_bytes_ = size;
-  const auto* bytes = static_cast<const unsigned char*>(map);
+  RETURN_IF_ERROR(shard.Init(static_cast<const unsigned char*>(map), size, verify));
+  return shard;
+}
 
+Result<TokenShard> TokenShard::FromBytes(std::span<const unsigned char> bytes,
+                                         const std::string& path, bool verify) {
+  CHECK_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % 8, 0u) << path << ": shard bytes unaligned";
+  TokenShard shard;
+  shard.path_ = path;
+  RETURN_IF_ERROR(shard.Init(bytes.data(), bytes.size(), verify));
+  return shard;
+}
+
+Status TokenShard::Init(const unsigned char* bytes, uint64_t size, bool verify) {
+  const std::string& path = path_;
+  if (size < kShardHeaderBytes) return Truncated(path, size);
   Header h;
   std::memcpy(&h, bytes, sizeof(h));
   if (std::memcmp(h.magic, kShardMagic, sizeof(h.magic)) != 0) {
@@ -202,13 +220,13 @@ Result<TokenShard> TokenShard::Open(const std::string& path, bool verify) {
                     path, size < expected ? "truncated" : "trailing bytes", expected, h.num_tokens,
                     h.num_docs, size, kRerun));
   }
-  shard.vocab_size_ = h.vocab_size;
-  shard.token_bytes_ = static_cast<int>(h.token_bytes);
-  shard.num_tokens_ = h.num_tokens;
-  shard.num_docs_ = h.num_docs;
-  shard.checksum_ = h.payload_checksum;
-  shard.tokens_ = bytes + kShardHeaderBytes;
-  shard.index_ = reinterpret_cast<const uint64_t*>(bytes + kShardHeaderBytes + tokens_region);
+  vocab_size_ = h.vocab_size;
+  token_bytes_ = static_cast<int>(h.token_bytes);
+  num_tokens_ = h.num_tokens;
+  num_docs_ = h.num_docs;
+  checksum_ = h.payload_checksum;
+  tokens_ = bytes + kShardHeaderBytes;
+  index_ = reinterpret_cast<const uint64_t*>(bytes + kShardHeaderBytes + tokens_region);
   if (verify) {
     const uint64_t sum = Fnv1a64(bytes + kShardHeaderBytes, size - kShardHeaderBytes);
     if (sum != h.payload_checksum) {
@@ -218,25 +236,25 @@ Result<TokenShard> TokenShard::Open(const std::string& path, bool verify) {
                       path, h.payload_checksum, sum, kRerun));
     }
   }
-  if (shard.index_[0] != 0 || shard.index_[h.num_docs] != h.num_tokens) {
+  if (index_[0] != 0 || index_[h.num_docs] != h.num_tokens) {
     return DataLoss(fmt::format("{}: the document index does not span the {} tokens; {}", path,
                                 h.num_tokens, kRerun));
   }
   for (uint64_t d = 0; d < h.num_docs; ++d) {
-    if (shard.index_[d + 1] <= shard.index_[d]) {
+    if (index_[d + 1] <= index_[d]) {
       return DataLoss(fmt::format("{}: document {} is empty or out of order in the index; {}", path,
                                   d, kRerun));
     }
   }
   if (verify) {
     for (uint64_t i = 0; i < h.num_tokens; ++i) {
-      if (shard.Token(i) >= h.vocab_size) {
+      if (Token(i) >= h.vocab_size) {
         return DataLoss(fmt::format("{}: token {} is {}, not below the vocab size {}; {}", path, i,
-                                    shard.Token(i), h.vocab_size, kRerun));
+                                    Token(i), h.vocab_size, kRerun));
       }
     }
   }
-  return shard;
+  return Status::Ok();
 }
 
 void TokenShard::CopyTokens(uint64_t begin, uint64_t count, int32_t* out) const {

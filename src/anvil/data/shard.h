@@ -66,6 +66,10 @@ class ShardWriter {
 class TokenShard {
  public:
   static Result<TokenShard> Open(const std::string& path, bool verify = true);
+  // The same checks on a shard already in memory; `path` names it in errors.
+  // The bytes are borrowed: 8-byte aligned, valid while the shard lives.
+  static Result<TokenShard> FromBytes(std::span<const unsigned char> bytes,
+                                      const std::string& path, bool verify = true);
   TokenShard(TokenShard&& other) noexcept;
   TokenShard& operator=(TokenShard&& other) noexcept;
   TokenShard(const TokenShard&) = delete;
@@ -92,6 +96,8 @@ class TokenShard {
  private:
   TokenShard() = default;
   void Unmap();
+  // Checks the header, size and index of `bytes` and points the views at them.
+  Status Init(const unsigned char* bytes, uint64_t size, bool verify);
 
   std::string path_;
   void* map_ = nullptr;

@@ -19,6 +19,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// tokenizer.json nests a few levels. Deeper input is refused while parsing:
+// dump() and comparisons recurse, and would exhaust the stack on it.
+constexpr int kMaxJsonDepth = 64;
+struct TooDeep {};  // thrown by the parse callback
+
 Json ByteLevelComponent() {
   return Json{{"type", "ByteLevel"},
               {"add_prefix_space", false},
@@ -83,7 +88,8 @@ Result<Tokenizer> Parse(const Json& root, const SpecialTokens& names) {
   if (const auto added = root.find("added_tokens"); added != root.end() && added->is_array()) {
     for (const Json& t : *added) {
       if (!t.is_object() || !t.contains("id") || !t["id"].is_number_unsigned() ||
-          !t.contains("content") || !t["content"].is_string()) {
+          t["id"].get<uint64_t>() > UINT32_MAX || !t.contains("content") ||
+          !t["content"].is_string()) {
         return InvalidArgument(
             fmt::format("added token {} needs an unsigned \"id\" and a string "
                         "\"content\"",
@@ -123,7 +129,7 @@ Result<Tokenizer> Parse(const Json& root, const SpecialTokens& names) {
   std::unordered_map<std::string, uint32_t> ids;  // byte-level spelling -> id
   ids.reserve(vocab->size());
   for (const auto& [key, value] : vocab->items()) {
-    if (!value.is_number_unsigned()) {
+    if (!value.is_number_unsigned() || value.get<uint64_t>() > UINT32_MAX) {
       return InvalidArgument(
           fmt::format("model.vocab[\"{}\"] is {}, not an unsigned id", key, value.dump()));
     }
@@ -268,10 +274,17 @@ Status SaveTokenizer(const Tokenizer& tokenizer, const std::string& path) {
 Result<Tokenizer> TokenizerFromJson(std::string_view text, const std::string& origin,
                                     const SpecialTokens& names) {
   try {
-    const Json root = Json::parse(text.begin(), text.end());
+    const Json root =
+        Json::parse(text.begin(), text.end(), [](int depth, Json::parse_event_t, Json&) {
+          if (depth > kMaxJsonDepth) throw TooDeep{};
+          return true;
+        });
     auto tok = Parse(root, names);
     if (!tok.ok()) return tok.status().WithContext(origin);
     return tok;
+  } catch (const TooDeep&) {
+    return InvalidArgument(fmt::format("{}: JSON nested deeper than {} levels; not a tokenizer",
+                                       origin, kMaxJsonDepth));
   } catch (const Json::parse_error& e) {
     return InvalidArgument(fmt::format("{}: not valid JSON: {}", origin, e.what()));
   } catch (const std::exception& e) {

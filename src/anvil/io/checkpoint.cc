@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <type_traits>
 
 #include "anvil/core/file_util.h"
 
@@ -81,6 +84,19 @@ int64_t StepOfName(const std::string& name) {
 }
 
 std::string FormatHex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+// An integer JSON value as T, or nullopt. nlohmann's get<> would truncate a
+// float (undefined behaviour when out of range) and wrap a negative number.
+template <typename T>
+std::optional<T> GetInteger(const nlohmann::json& j) {
+  if (j.is_number_unsigned()) {
+    const uint64_t v = j.get<uint64_t>();
+    if (v <= static_cast<uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(v);
+  } else if (j.is_number_integer() && std::is_signed_v<T>) {
+    return static_cast<T>(j.get<int64_t>());
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -177,32 +193,59 @@ Result<CheckpointInfo> OpenCheckpoint(const std::string& path) {
 
   const std::string manifest_path = dir + "/" + kManifestFile;
   ASSIGN_OR_RETURN(const std::string text, ReadFile(manifest_path));
-  CheckpointInfo info{dir, 0};
+  ASSIGN_OR_RETURN(const CheckpointManifest manifest, ParseCheckpointManifest(text, manifest_path));
+  for (const CheckpointManifest::File& f : manifest.files) {
+    const std::string file = dir + "/" + f.name;
+    ASSIGN_OR_RETURN(const FileSum sum, SumFile(file, /*sync=*/false));
+    if (sum.bytes != f.bytes) {
+      return DataLoss(fmt::format("{}: {} bytes, the manifest says {} (truncated or replaced)",
+                                  file, sum.bytes, f.bytes));
+    }
+    if (FormatHex(sum.fnv1a64) != f.fnv1a64) {
+      return DataLoss(fmt::format("{}: checksum {} does not match the manifest's {} (corrupt)",
+                                  file, FormatHex(sum.fnv1a64), f.fnv1a64));
+    }
+  }
+  return CheckpointInfo{dir, manifest.step};
+}
+
+Result<CheckpointManifest> ParseCheckpointManifest(std::string_view text, const std::string& path) {
+  CheckpointManifest manifest;
   try {
     const nlohmann::json m = nlohmann::json::parse(text);
-    if (m.value("format", "") != "anvil-checkpoint") {
-      return DataLoss(fmt::format("{}: not an anvil checkpoint manifest", manifest_path));
+    if (!m.is_object() || m.value("format", "") != "anvil-checkpoint") {
+      return DataLoss(fmt::format("{}: not an anvil checkpoint manifest", path));
     }
-    info.step = m.at("step").get<int64_t>();
+    const std::optional<int64_t> step = GetInteger<int64_t>(m.at("step"));
+    if (!step || *step < 0) {
+      return DataLoss(fmt::format("{}: malformed manifest: step is not an integer >= 0", path));
+    }
+    manifest.step = *step;
+    if (!m.at("files").is_array()) {
+      return DataLoss(fmt::format("{}: malformed manifest: files is not a list", path));
+    }
     for (const nlohmann::json& f : m.at("files")) {
-      const std::string name = f.at("name").get<std::string>();
-      const uint64_t bytes = f.at("bytes").get<uint64_t>();
-      const std::string want = f.at("fnv1a64").get<std::string>();
-      const std::string file = dir + "/" + name;
-      ASSIGN_OR_RETURN(const FileSum sum, SumFile(file, /*sync=*/false));
-      if (sum.bytes != bytes) {
-        return DataLoss(fmt::format("{}: {} bytes, the manifest says {} (truncated or replaced)",
-                                    file, sum.bytes, bytes));
+      CheckpointManifest::File file;
+      file.name = f.at("name").get<std::string>();
+      // The files of this folder only: no path that leads elsewhere.
+      if (file.name.empty() || file.name == "." || file.name == ".." ||
+          file.name.find_first_of(std::string_view("/\0", 2)) != std::string::npos) {
+        return DataLoss(fmt::format("{}: malformed manifest: file name \"{}\" is not a plain "
+                                    "name in the checkpoint folder", path, file.name));
       }
-      if (FormatHex(sum.fnv1a64) != want) {
-        return DataLoss(fmt::format("{}: checksum {} does not match the manifest's {} (corrupt)",
-                                    file, FormatHex(sum.fnv1a64), want));
+      const std::optional<uint64_t> bytes = GetInteger<uint64_t>(f.at("bytes"));
+      if (!bytes) {
+        return DataLoss(fmt::format("{}: malformed manifest: the size of \"{}\" is not an "
+                                    "integer >= 0", path, file.name));
       }
+      file.bytes = *bytes;
+      file.fnv1a64 = f.at("fnv1a64").get<std::string>();
+      manifest.files.push_back(std::move(file));
     }
   } catch (const nlohmann::json::exception& e) {
-    return DataLoss(fmt::format("{}: malformed manifest: {}", manifest_path, e.what()));
+    return DataLoss(fmt::format("{}: malformed manifest: {}", path, e.what()));
   }
-  return info;
+  return manifest;
 }
 
 std::vector<int64_t> ListCheckpoints(const std::string& run_dir) {

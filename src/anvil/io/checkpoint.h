@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "anvil/core/status.h"
@@ -48,6 +49,21 @@ struct CheckpointInfo {
   std::string dir;  // the checkpoint folder
   int64_t step = 0;
 };
+
+// What manifest.json lists: the step and each file's name, size and checksum.
+struct CheckpointManifest {
+  struct File {
+    std::string name;  // a plain name inside the checkpoint folder
+    uint64_t bytes = 0;
+    std::string fnv1a64;  // as written: 16 lowercase hex digits
+  };
+  int64_t step = 0;
+  std::vector<File> files;
+};
+
+// Parses manifest.json text; `path` names it in errors. Checks the shape only
+// (a step >= 0, file names without '/' that stay in the folder), not the files.
+Result<CheckpointManifest> ParseCheckpointManifest(std::string_view text, const std::string& path);
 
 // Resolves `path` to a checkpoint folder: a checkpoint folder itself, a run
 // folder (its `latest`), or a `latest` file. Then verifies the manifest: every

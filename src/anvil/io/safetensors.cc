@@ -24,6 +24,33 @@ uint64_t NumElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// Whether the elements of `shape` (extents >= 0) number more than `limit`,
+// without overflowing on the way.
+bool MoreElementsThan(const std::vector<int64_t>& shape, uint64_t limit) {
+  for (int64_t d : shape) {
+    if (d == 0) return false;
+  }
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (static_cast<uint64_t>(d) > limit / n) return true;
+    n *= static_cast<uint64_t>(d);
+  }
+  return n > limit;
+}
+
+// A JSON array of integers in [0, max]. nlohmann's get<> would truncate
+// floats (undefined behaviour when out of range) and wrap negative numbers,
+// so each element is checked first.
+bool GetCounts(const nlohmann::json& j, uint64_t max, std::vector<uint64_t>* out) {
+  if (!j.is_array()) return false;
+  out->clear();
+  for (const nlohmann::json& v : j) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > max) return false;
+    out->push_back(v.get<uint64_t>());
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<std::string> SafetensorsDTypeName(DType dtype) {
@@ -80,9 +107,13 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorRef>& t
 }
 
 Result<SafetensorsFile> SafetensorsFile::Read(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  return Parse(bytes, path);
+}
+
+Result<SafetensorsFile> SafetensorsFile::Parse(std::string_view bytes, const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
   if (bytes.size() < 8) {
     return DataLoss(fmt::format("{}: not a safetensors file: {} bytes, shorter than the 8-byte "
                                 "header length", path, bytes.size()));
@@ -108,6 +139,9 @@ Result<SafetensorsFile> SafetensorsFile::Read(const std::string& path) {
   try {
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {
+        if (!value.is_object()) {
+          return DataLoss(fmt::format("{}: __metadata__ is not an object", path));
+        }
         for (const auto& [k, v] : value.items()) f.metadata_[k] = v.get<std::string>();
         continue;
       }
@@ -115,17 +149,27 @@ Result<SafetensorsFile> SafetensorsFile::Read(const std::string& path) {
       Result<DType> dtype = ParseSafetensorsDType(value.at("dtype").get<std::string>());
       if (!dtype.ok()) return dtype.status().WithContext(path + ": tensor '" + name + "'");
       e.dtype = *dtype;
-      e.shape = value.at("shape").get<std::vector<int64_t>>();
-      for (int64_t d : e.shape) {
-        if (d < 0) return DataLoss(fmt::format("{}: tensor '{}' has a negative extent", path, name));
+      std::vector<uint64_t> extents;
+      if (!GetCounts(value.at("shape"), INT64_MAX, &extents)) {
+        return DataLoss(fmt::format("{}: tensor '{}': the shape is not a list of integer "
+                                    "extents >= 0", path, name));
       }
-      const auto offsets = value.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
+      e.shape.assign(extents.begin(), extents.end());
+      std::vector<uint64_t> offsets;
+      if (!GetCounts(value.at("data_offsets"), UINT64_MAX, &offsets) || offsets.size() != 2 ||
+          offsets[0] > offsets[1] || offsets[1] > data_size) {
         return DataLoss(fmt::format("{}: tensor '{}' has data_offsets outside the {} data bytes "
                                     "(truncated file?)", path, name, data_size));
       }
       e.begin = offsets[0];
       e.end = offsets[1];
+      // Bounded before DTypeBytes: a byte count must not overflow (at least 4
+      // bits per element, so never more than 2 elements per data byte).
+      if (MoreElementsThan(e.shape, 2 * data_size)) {
+        return DataLoss(fmt::format("{}: tensor '{}' {}{} has more elements than the {} data "
+                                    "bytes can hold", path, name, DTypeName(e.dtype),
+                                    ShapeString(e.shape), data_size));
+      }
       const uint64_t expected = DTypeBytes(e.dtype, static_cast<int64_t>(NumElements(e.shape)));
       if (e.end - e.begin != expected) {
         return DataLoss(fmt::format("{}: tensor '{}' {}{} needs {} bytes but spans {}", path, name,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "anvil/core/aligned_buffer.h"
@@ -39,6 +40,9 @@ class SafetensorsFile {
   };
 
   static Result<SafetensorsFile> Read(const std::string& path);
+  // Parses the bytes of a whole file (what Read() does after reading it);
+  // `path` names the source in errors. The data section is copied.
+  static Result<SafetensorsFile> Parse(std::string_view bytes, const std::string& path);
 
   const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -1,0 +1,53 @@
+// trainer_state.json parsing: types and ranges of every field, no exceptions
+// out (nlohmann::json throws; it stays inside this file).
+#include "anvil/train/trainer_state.h"
+
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+namespace anvil::train {
+namespace {
+
+// `j[key]`, an integer in [lo, hi]. nlohmann's get<> would truncate a float
+// (undefined behaviour when out of range) and wrap a negative number.
+Result<int64_t> GetInt(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                       const std::string& path) {
+  const nlohmann::json& v = j.at(key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(hi)) {
+    return static_cast<int64_t>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= lo &&
+      v.get<int64_t>() <= hi) {
+    return v.get<int64_t>();
+  }
+  return DataLoss(
+      fmt::format("{}: malformed: {} is not an integer in [{}, {}]", path, key, lo, hi));
+}
+
+}  // namespace
+
+Result<TrainerState> ParseTrainerState(std::string_view text, const std::string& path) {
+  constexpr int64_t kMax = INT64_MAX;
+  TrainerState st;
+  try {
+    const nlohmann::json s = nlohmann::json::parse(text);
+    ASSIGN_OR_RETURN(st.step, GetInt(s, "step", 0, kMax, path));
+    ASSIGN_OR_RETURN(st.tokens_seen, GetInt(s, "tokens_seen", 0, kMax, path));
+    ASSIGN_OR_RETURN(st.seed, GetInt(s, "seed", INT64_MIN, kMax, path));
+    ASSIGN_OR_RETURN(const int64_t epoch, GetInt(s.at("loader"), "epoch", 0, UINT32_MAX, path));
+    ASSIGN_OR_RETURN(const int64_t loader_step, GetInt(s.at("loader"), "step", 0, kMax, path));
+    st.loader = {static_cast<uint64_t>(epoch), static_cast<uint64_t>(loader_step)};
+    ASSIGN_OR_RETURN(st.optimizer_step, GetInt(s, "optimizer_step", 0, kMax, path));
+    st.train_shard_checksum = s.at("train_shard_checksum").get<std::string>();
+    st.val_shard_checksum = s.at("val_shard_checksum").get<std::string>();
+    st.precision = s.at("precision").get<std::string>();
+    // Absent in checkpoints made before time budgets existed.
+    if (s.contains("schedule_planned")) st.schedule_planned = s.at("schedule_planned").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(fmt::format("{}: malformed: {}", path, e.what()));
+  }
+  return st;
+}
+
+}  // namespace anvil::train
