@@ -13,5 +13,6 @@ void AddBenchTrain(CLI::App& bench);
 void AddPrepareCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
+void AddReportCommand(CLI::App& app);
 
 }  // namespace anvil::cli
