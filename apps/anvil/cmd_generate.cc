@@ -14,10 +14,13 @@ namespace {
 int RunGenerate(const infer::GenerateOptions& o) {
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
-  auto r = infer::Generate(o, [](std::string_view piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-  });
+  auto r = infer::Generate(
+      o,
+      [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      },
+      [](const std::string& notice) { fmt::print(stderr, "\n[anvil generate: {}]\n", notice); });
   if (!r.ok()) {
     fmt::print(stderr, "\nanvil generate: {}\n", r.status().ToString());
     return 1;

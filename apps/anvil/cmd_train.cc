@@ -10,11 +10,14 @@
 
 #include "anvil/commands.h"
 #include "anvil/core/config.h"
+#include "anvil/profile/machine.h"
 #include "anvil/train/progress.h"
 #include "anvil/train/trainer.h"
 
 namespace anvil::cli {
 namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct TrainOptions {
   std::string config;
@@ -63,13 +66,25 @@ int RunTrain(const TrainOptions& o) {
   const model::ModelConfig& mc = t.model_config();
   fmt::print("resolved config (saved as {}/config.toml):\n{}", run_dir, t.resolved_config());
   fmt::print("model: {:.2f} M parameters ({:.2f} M non-embedding), {:.1f} MFLOP/token; "
-             "{} threads, {} precision, peak {:.0f} GFLOP/s\n",
+             "{} threads, {} precision{}, peak {:.0f} GFLOP/s\n",
              mc.NumParams() / 1e6, mc.NumNonEmbeddingParams() / 1e6,
              mc.FlopsPerToken(tc.seq_len) / 1e6, t.threads(), model::PrecisionName(tc.precision),
+             !tc.precision_auto ? ""
+             : tc.precision == model::Precision::kBF16
+                 ? " (auto: this CPU's bf16 dot product outruns its f32 FMA)"
+                 : " (auto: this CPU's f32 FMA is as fast as or faster than its bf16 path)",
              t.peak_gflops());
-  fmt::print("{} steps of {} tokens ({} x {} x {} accumulated){}\n", tc.steps,
+  fmt::print("memory: about {:.2f} GiB for weights, grads, optimizer state and activations "
+             "({:.1f} GiB available)\n",
+             t.memory_estimate() / kGiB, profile::AvailableMemoryBytes() / kGiB);
+  fmt::print("{} steps of {} tokens ({} x {} x {} accumulated){}{}\n", tc.steps,
              tc.tokens_per_step(), tc.batch_size, tc.seq_len, tc.grad_accum,
-             resume ? fmt::format(", resuming after step {}", t.step()) : std::string());
+             resume ? fmt::format(", resuming after step {}", t.step()) : std::string(),
+             tc.time_budget_minutes > 0
+                 ? fmt::format("; at most, fitted to train.time_budget_minutes = {:g} once a few "
+                               "steps are timed",
+                               tc.time_budget_minutes)
+                 : std::string());
   std::fflush(stdout);
 
   train::Progress progress(t.step(), tc.steps, tc.log_every);
@@ -77,6 +92,7 @@ int RunTrain(const TrainOptions& o) {
       .on_step = [&](const train::StepMetrics& m) { progress.OnStep(m); },
       .on_eval = [&](const train::EvalMetrics& m) { progress.OnEval(m); },
       .on_message = [&](const std::string& text) { progress.Message(text); },
+      .on_schedule = [&](int64_t total) { progress.SetTotal(total); },
       .stop_requested = [] { return train::SigintReceived(); }});
   progress.Finish();
   if (!summary.ok()) return Fail(summary.status());

@@ -4,6 +4,7 @@
 
 #include "anvil/commands.h"
 #include "anvil/core/cpu_features.h"
+#include "anvil/core/environment.h"
 #include "anvil/version.h"
 
 namespace {
@@ -17,7 +18,8 @@ void PrintVersion() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("anvil: an LLM training system for CPUs (pre-training, parallelism, RL)", "anvil");
+  // Only what works today: parallelism, low precision and RL are in progress.
+  CLI::App app("anvil: LLM pre-training on CPUs (Llama, f32/bf16, one process)", "anvil");
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "Print version, git commit and the CPU features detected");
@@ -26,7 +28,13 @@ int main(int argc, char** argv) {
   anvil::cli::AddPrepareCommand(app);
   anvil::cli::AddTrainCommand(app);
   anvil::cli::AddGenerateCommand(app);
+  anvil::cli::AddReportCommand(app);
 
+  // Before parsing: the subcommands run inside CLI11_PARSE.
+  if (const anvil::Status env = anvil::CheckEnvironment(); !env.ok()) {
+    fmt::print(stderr, "anvil: {}\n", env.ToString());
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
   if (version) {
     PrintVersion();

@@ -57,6 +57,25 @@ grep -q "tokens/s" "$work/gen.log" || fail "generate printed no tokens/s"
 cmp -s "$work/gen.log" "$work/gen2.log" || true  # timings differ; the text must not:
 [ "$(head -c 40 "$work/gen.log")" = "$(head -c 40 "$work/gen2.log")" ] || fail "generate not deterministic"
 
+# A prompt longer than the context (max_seq_len 32) is cut, and the user is told.
+long_prompt=$(printf 'the jury said that city court %.0s' $(seq 1 20))
+"$anvil" generate --ckpt "$work/run" --prompt "$long_prompt" --max-new 4 > "$work/gen_long.log" 2>&1 \
+  || { cat "$work/gen_long.log"; fail "generate with a long prompt"; }
+grep -q "tokens are dropped" "$work/gen_long.log" || { cat "$work/gen_long.log"; fail "no notice of the cut prompt"; }
+
+# A model too large for the machine is refused up front with the estimate.
+if "$anvil" train --config "$work/micro.toml" --out "$work/run_huge" --set model.dim=65536 \
+     --set model.n_heads=512 --set model.n_kv_heads=512 > "$work/huge.log" 2>&1; then
+  fail "a model too large for memory was accepted"
+fi
+grep -q "GiB available" "$work/huge.log" || { cat "$work/huge.log"; fail "no memory estimate"; }
+
+# A malformed environment variable is one plain error line, not an abort.
+rc=0
+ANVIL_THREADS=two "$anvil" env --no-peaks > "$work/env_bad.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { cat "$work/env_bad.log"; fail "bad ANVIL_THREADS: exit $rc, want 2"; }
+grep -q "ANVIL_THREADS must be an integer" "$work/env_bad.log" || { cat "$work/env_bad.log"; fail "bad ANVIL_THREADS not named"; }
+
 if "$anvil" train --config "$work/micro.toml" --out "$work/run_bad" --set train.bogus_key=1 \
      > "$work/bad.log" 2>&1; then fail "unknown key accepted"; fi
 grep -q "train.bogus_key" "$work/bad.log" || { cat "$work/bad.log"; fail "unknown key not named"; }

@@ -5,6 +5,7 @@
 // overwritten.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
+#include "anvil/train/time_budget.h"
 #include "anvil/train/trainer.h"
 #include "train_testing.h"
 
@@ -152,6 +154,83 @@ TEST_F(TrainerTest, StopRequestCheckpointsAndResumeFinishes) {
     if (!j.contains("val_loss")) steps.push_back(j["step"].get<int64_t>());
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST_F(TrainerTest, ResumeRefusesOtherDataOrPrecision) {
+  {
+    auto t = Trainer::Create(MicroConfig(data_dir_, "f32", {"train.steps=2"}),
+                             RunOptions{.run_dir = run_, .peak_gflops = 1});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE((*t)->Run({}).ok());
+  }
+  auto resume = [&](const std::string& data_dir, const std::string& precision) {
+    return Trainer::Create(MicroConfig(data_dir, precision, {"train.steps=3"}),
+                           RunOptions{.run_dir = run_, .resume = true, .peak_gflops = 1});
+  };
+  auto bf16 = resume(data_dir_, "bf16");
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_NE(bf16.status().message().find("trained in f32 precision"), std::string::npos)
+      << bf16.status().message();
+
+  // The same training shard with another validation shard.
+  const std::string other = tmp_.path() + "/other_data";
+  std::filesystem::create_directories(other);
+  std::filesystem::copy_file(data_dir_ + "/train.bin", other + "/train.bin");
+  testing::WriteShard(other + "/val.bin", 8, 100, 99);
+  auto other_val = resume(other, "f32");
+  ASSERT_FALSE(other_val.ok());
+  EXPECT_NE(other_val.status().message().find("val_shard_checksum"), std::string::npos)
+      << other_val.status().message();
+
+  auto same = resume(data_dir_, "f32");
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+}
+
+// A time budget lowers train.steps after a few steps timed inside the warmup;
+// the run is then bitwise the run configured with the fitted steps (the
+// measured steps' LR does not depend on the step count), and config.toml
+// says what ran, so a resume continues the fitted schedule.
+TEST_F(TrainerTest, TimeBudgetFitsTheScheduleAndMatchesThatRun) {
+  const std::vector<std::string> common = {"optim.warmup_steps=50", "train.eval_every=0"};
+  std::vector<std::string> budget = common;
+  budget.push_back("train.steps=1000000");
+  budget.push_back("train.time_budget_minutes=0.005");  // 0.3 s
+  auto a = Trainer::Create(MicroConfig(data_dir_, "f32", budget),
+                           RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  std::vector<double> losses_a;
+  std::string said;
+  int64_t told_total = 0;
+  auto sa = (*a)->Run(Hooks{.on_step = [&](const StepMetrics& m) { losses_a.push_back(m.loss); },
+                            .on_message = [&](const std::string& text) { said += text + "\n"; },
+                            .on_schedule = [&](int64_t total) { told_total = total; }});
+  ASSERT_TRUE(sa.ok()) << sa.status().ToString();
+  const int64_t fitted = (*a)->train_config().steps;
+  EXPECT_LT(fitted, 1000000);
+  EXPECT_GT(fitted, BudgetTiming::kMinSteps + 1);
+  EXPECT_EQ(told_total, fitted);
+  EXPECT_EQ(sa->steps_done, fitted);
+  EXPECT_NE(said.find("schedule fitted: train.steps 1000000 -> " + std::to_string(fitted)),
+            std::string::npos)
+      << said;
+  const auto saved = ReadFile(run_ + "/config.toml");
+  ASSERT_TRUE(saved.ok());
+  EXPECT_NE(saved->find("steps = " + std::to_string(fitted) + "\n"), std::string::npos) << *saved;
+
+  std::vector<std::string> fixed = common;
+  fixed.push_back("train.steps=" + std::to_string(fitted));
+  auto b = Trainer::Create(MicroConfig(data_dir_, "f32", fixed),
+                           RunOptions{.run_dir = tmp_.path() + "/fixed", .peak_gflops = 1});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::vector<double> losses_b;
+  ASSERT_TRUE((*b)->Run(Hooks{.on_step = [&](const StepMetrics& m) { losses_b.push_back(m.loss); }}).ok());
+  ASSERT_EQ(losses_a.size(), losses_b.size());
+  for (size_t i = 0; i < losses_a.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&losses_a[i], &losses_b[i], sizeof(double)), 0) << "step " << i + 1;
+  }
+  const auto wa = (*a)->model().params().weights();
+  const auto wb = (*b)->model().params().weights();
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size_bytes()), 0) << "final weights differ";
 }
 
 }  // namespace

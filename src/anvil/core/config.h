@@ -39,6 +39,12 @@ class Config {
 
   bool Has(const std::string& key) const { return values_.count(key) != 0; }
 
+  // Records `value` as what `key` resolved to, for a setting whose given value
+  // is a policy the reader decides (train.precision = "auto" -> "bf16"), so the
+  // saved config says what ran and a resume on another machine does the same.
+  // Also for a value the run settles later (train.steps fitted to a time budget).
+  void Resolve(const std::string& key, Value value) { resolved_[key] = std::move(value); }
+
   // Error listing every key that was given but never read.
   Status CheckAllUsed() const;
 

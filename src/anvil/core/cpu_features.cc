@@ -48,6 +48,18 @@ CpuFeatures Detect() {
   return f;
 }
 
+}  // namespace
+
+Result<Isa> ParseIsa(const char* text) {
+  if (std::strcmp(text, "scalar") == 0) return Isa::kScalar;
+  if (std::strcmp(text, "avx2") == 0) return Isa::kAvx2;
+  if (std::strcmp(text, "avx512") == 0) return Isa::kAvx512;
+  return InvalidArgument(std::string("ANVIL_ISA must be scalar, avx2 or avx512, not '") + text +
+                         "'");
+}
+
+namespace {
+
 Isa DetectBestIsa() {
   const CpuFeatures& f = GetCpuFeatures();
   Isa best = Isa::kScalar;
@@ -56,18 +68,9 @@ Isa DetectBestIsa() {
     best = Isa::kAvx512;
   }
   if (const char* env = std::getenv("ANVIL_ISA")) {
-    Isa wanted;
-    if (std::strcmp(env, "scalar") == 0) {
-      wanted = Isa::kScalar;
-    } else if (std::strcmp(env, "avx2") == 0) {
-      wanted = Isa::kAvx2;
-    } else if (std::strcmp(env, "avx512") == 0) {
-      wanted = Isa::kAvx512;
-    } else {
-      CheckFailed(__FILE__, __LINE__,
-                  std::string("ANVIL_ISA must be scalar, avx2 or avx512, not '") + env + "'");
-    }
-    if (static_cast<int>(wanted) < static_cast<int>(best)) best = wanted;
+    const Result<Isa> wanted = ParseIsa(env);
+    if (!wanted.ok()) CheckFailed(__FILE__, __LINE__, wanted.status().ToString());
+    if (static_cast<int>(*wanted) < static_cast<int>(best)) best = *wanted;
   }
   return best;
 }

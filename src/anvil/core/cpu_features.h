@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "anvil/core/status.h"
+
 namespace anvil {
 
 struct CpuFeatures {
@@ -36,6 +38,9 @@ const char* IsaName(Isa isa);
 // The best tier this CPU supports, lowered by ANVIL_ISA=scalar|avx2|avx512
 // when set (to exercise the slower paths on a fast machine).
 Isa BestIsa();
+
+// The value of ANVIL_ISA: "scalar", "avx2" or "avx512".
+Result<Isa> ParseIsa(const char* text);
 
 // Whether this CPU can run code compiled for `isa`.
 bool IsaSupported(Isa isa);

@@ -11,6 +11,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kDataLoss: return "data loss";
     case StatusCode::kUnimplemented: return "unimplemented";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

@@ -18,6 +18,7 @@ enum class StatusCode {
   kIoError,          // read/write/fsync failed
   kDataLoss,         // checksum mismatch, truncated file
   kUnimplemented,    // valid request this build cannot serve
+  kResourceExhausted,  // valid request this machine cannot hold (memory)
   kInternal,
 };
 
@@ -50,6 +51,9 @@ inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move
 inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A value or the Status that explains its absence.

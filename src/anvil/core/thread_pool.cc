@@ -3,6 +3,7 @@
 
 #include <immintrin.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -30,13 +31,22 @@ void SpinThenWait(const std::atomic<T>& value, T old) {
 
 }  // namespace
 
+Result<int> ParseThreadCount(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || n < 1 || n > 1024) {
+    return InvalidArgument(std::string("ANVIL_THREADS must be an integer in [1, 1024], got '") +
+                           text + "'");
+  }
+  return static_cast<int>(n);
+}
+
 int DefaultThreadCount() {
   if (const char* env = std::getenv("ANVIL_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    CHECK(end != env && *end == '\0' && n > 0 && n <= 1024)
-        << "ANVIL_THREADS must be a positive integer, got '" << std::string(env) << "'";
-    return static_cast<int>(n);
+    const Result<int> n = ParseThreadCount(env);
+    CHECK(n.ok()) << n.status().ToString();
+    return *n;
   }
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);

@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "anvil/core/status.h"
+
 namespace anvil {
 
 class ThreadPool {
@@ -63,6 +65,10 @@ class ThreadPool {
 };
 
 // ANVIL_THREADS if set (a positive integer), else the number of hardware threads.
+// A malformed ANVIL_THREADS is a CHECK failure here; programs call
+// CheckEnvironment() (core/environment.h) first to report it plainly.
 int DefaultThreadCount();
+// The value of ANVIL_THREADS: an integer in [1, 1024].
+Result<int> ParseThreadCount(const char* text);
 
 }  // namespace anvil

@@ -20,7 +20,8 @@
 namespace anvil::infer {
 
 Result<GenerateResult> Generate(const GenerateOptions& options,
-                                const std::function<void(std::string_view)>& on_text) {
+                                const std::function<void(std::string_view)>& on_text,
+                                const std::function<void(const std::string&)>& on_notice) {
   RETURN_IF_ERROR(options.sampling.Validate());
   if (options.max_new < 0) return InvalidArgument("--max-new must be >= 0");
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(options.checkpoint));
@@ -55,12 +56,24 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   std::vector<int32_t> prompt = {static_cast<int32_t>(tok.bos_id())};
   for (uint32_t id : tok.Encode(options.prompt)) prompt.push_back(static_cast<int32_t>(id));
   const int64_t max_len = mc.max_seq_len;
+  GenerateResult r;
   if (static_cast<int64_t>(prompt.size()) >= max_len) {
-    prompt.erase(prompt.begin(), prompt.end() - (max_len - 1));  // keep the prompt's end
+    // Keep bos and the prompt's end, leaving room for the new tokens (up to
+    // half the context), and say so: a silently shortened prompt reads as a
+    // model that ignored its beginning.
+    const int64_t room = std::clamp<int64_t>(options.max_new, 1, max_len / 2);
+    const int64_t given = static_cast<int64_t>(prompt.size()) - 1;
+    r.prompt_tokens_dropped = static_cast<int64_t>(prompt.size()) - (max_len - room);
+    prompt.erase(prompt.begin() + 1, prompt.begin() + 1 + r.prompt_tokens_dropped);
+    if (on_notice) {
+      on_notice(fmt::format("the prompt is {} tokens, more than the model's context of {} "
+                            "(model.max_seq_len) allows with room for new tokens: its first {} "
+                            "tokens are dropped and the last {} kept",
+                            given, max_len, r.prompt_tokens_dropped, given - r.prompt_tokens_dropped));
+    }
   }
   model::Decoder decoder(llama, 1, max_len, max_len);
   std::vector<float> logits(static_cast<size_t>(max_len) * mc.vocab_size);
-  GenerateResult r;
   r.checkpoint = info.dir;
   r.step = info.step;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());

@@ -1,6 +1,7 @@
 // Text generation from a checkpoint: loads the weights (verified against the
 // manifest) and the run's tokenizer (data.dir of the checkpoint's config),
-// prefills bos + prompt through the KV-cache decoder, then samples one token
+// prefills bos + prompt through the KV-cache decoder (a prompt longer than
+// the context keeps its end, with a notice), then samples one token
 // at a time until eos, --max-new tokens or model.max_seq_len.
 #pragma once
 
@@ -27,15 +28,18 @@ struct GenerateResult {
   std::string checkpoint;  // the folder loaded
   int64_t step = 0;
   std::string text;        // the generated continuation
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;          // fed to the model (bos included)
+  int64_t prompt_tokens_dropped = 0;  // cut from the prompt's start to fit the context
   int64_t new_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
   std::string stop_reason;  // "eos", "max_new", "max_seq_len"
 };
 
-// `on_text` receives each new token's bytes as it is sampled.
+// `on_text` receives each new token's bytes as it is sampled; `on_notice` a
+// sentence about a change made to the request (a prompt cut to fit the context).
 Result<GenerateResult> Generate(const GenerateOptions& options,
-                                const std::function<void(std::string_view)>& on_text = {});
+                                const std::function<void(std::string_view)>& on_text = {},
+                                const std::function<void(const std::string&)>& on_notice = {});
 
 }  // namespace anvil::infer

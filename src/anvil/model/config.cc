@@ -48,8 +48,12 @@ Result<ModelConfig> ModelConfig::FromConfig(Config& config) {
 
 Status ModelConfig::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgument("model config: " + what); };
-  if (dim <= 0) return bad(fmt::format("model.dim = {} must be positive", dim));
-  if (n_layers <= 0) return bad(fmt::format("model.n_layers = {} must be positive", n_layers));
+  // The upper bounds are far beyond what fits in memory; they keep every size
+  // computed from the config (bytes included) inside int64.
+  if (dim <= 0 || dim > (1 << 18)) return bad(fmt::format("model.dim = {} must be in [1, 2^18]", dim));
+  if (n_layers <= 0 || n_layers > 4096) {
+    return bad(fmt::format("model.n_layers = {} must be in [1, 4096]", n_layers));
+  }
   if (n_heads <= 0) return bad(fmt::format("model.n_heads = {} must be positive", n_heads));
   if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0) {
     return bad(fmt::format("model.n_kv_heads = {} must be positive and divide model.n_heads = {}",
@@ -66,7 +70,9 @@ Status ModelConfig::Validate() const {
                            "multiple of 16 in [16, 256] (the attention kernels' tile)",
                            dim, n_heads, hd));
   }
-  if (ffn_dim <= 0) return bad(fmt::format("model.ffn_dim = {} must be positive", ffn_dim));
+  if (ffn_dim <= 0 || ffn_dim > (1 << 20)) {
+    return bad(fmt::format("model.ffn_dim = {} must be in [1, 2^20]", ffn_dim));
+  }
   if (vocab_size <= 1 || vocab_size >= (int64_t{1} << 31)) {
     return bad(fmt::format("model.vocab_size = {} must be in [2, 2^31)", vocab_size));
   }

@@ -36,40 +36,57 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
   cu_seqlens_.resize(max_tokens_ + 1);
   positions_.resize(max_tokens_);
 
-  // Size the arena by carving once with a counter, then carve for real.
-  auto carve_all = [&](auto&& alloc) {
-    if (options_.precision == Precision::kF32) {
-      Carve(alloc, store_f32_);
-    } else {
-      Carve(alloc, store_bf16_);
-    }
-  };
+  arena_ = Arena(static_cast<size_t>(EstimateMemory(config_, options_).activation_bytes),
+                 "activations");
+  auto allocate = [&](size_t b) { return arena_.Allocate(b); };
+  if (options_.precision == Precision::kF32) {
+    Carve(config_, options_, allocate, store_f32_);
+  } else {
+    Carve(config_, options_, allocate, store_bf16_);
+  }
+}
+
+LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions options) {
+  if (options.max_seq_len == 0) options.max_seq_len = config.max_seq_len;
+  LlamaMemory m;
+  LlamaParams::Layout(config, &m.param_elements);
+  const bool bf16 = options.precision == Precision::kBF16;
+  m.params_bytes = m.param_elements * static_cast<int64_t>(2 * sizeof(float) + (bf16 ? sizeof(BF16) : 0));
   size_t bytes = 0;
-  carve_all([&](size_t b) -> std::byte* {
+  auto count = [&](size_t b) -> std::byte* {
     bytes += AlignUp(b);
     return nullptr;
-  });
-  arena_ = Arena(bytes, "activations");
-  carve_all([&](size_t b) { return arena_.Allocate(b); });
+  };
+  if (bf16) {
+    Store<BF16> s;
+    Carve(config, options, count, s);
+  } else {
+    Store<float> s;
+    Carve(config, options, count, s);
+  }
+  m.activation_bytes = static_cast<int64_t>(bytes);
+  return m;
 }
 
 template <typename Alloc, typename A>
-void Llama::Carve(Alloc&& alloc, Store<A>& s) const {
-  const int64_t n = max_tokens_, c = config_.dim, f = config_.ffn_dim, v = config_.vocab_size;
-  const int64_t qkv = config_.qkv_dim(), attn = config_.n_heads * config_.head_dim();
-  const int64_t layers = config_.n_layers;
-  const bool bf16 = options_.precision == Precision::kBF16;
+void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&& alloc,
+                  Store<A>& s) {
+  const int64_t n = options.max_batch * options.max_seq_len, c = config.dim, f = config.ffn_dim,
+                v = config.vocab_size;
+  const int64_t qkv = config.qkv_dim(), attn = config.n_heads * config.head_dim();
+  const int64_t layers = config.n_layers;
+  const bool bf16 = options.precision == Precision::kBF16;
   auto f32 = [&](int64_t count) { return reinterpret_cast<float*>(alloc(count * sizeof(float))); };
   auto act = [&](int64_t count) { return reinterpret_cast<A*>(alloc(count * sizeof(A))); };
   auto new_attn = [&] {
     return AttentionSaved<A>{f32(n), act(n * c), act(n * qkv), act(n * attn),
-                             f32(config_.n_heads * n)};
+                             f32(config.n_heads * n)};
   };
   s.resid.resize(2 * layers + 1);
   for (float*& r : s.resid) r = f32(n * c);
   s.attn.resize(layers);
   s.mlp.resize(layers);
-  const Recompute policy = options_.recompute;
+  const Recompute policy = options.recompute;
   for (int64_t l = 0; l < layers; ++l) {
     const bool own = policy != Recompute::kFull || l == 0;
     s.attn[l] = own ? new_attn() : s.attn[0];

@@ -60,12 +60,24 @@ struct LlamaOptions {
   int64_t max_seq_len = 0;  // most tokens T per row; 0 = config.max_seq_len
 };
 
+// What a Llama allocates, in bytes.
+struct LlamaMemory {
+  int64_t param_elements = 0;    // one flat buffer's length (tensors + padding)
+  int64_t params_bytes = 0;      // weights and grads (f32) and the bf16 shadow
+  int64_t activation_bytes = 0;  // the activation arena
+  int64_t total() const { return params_bytes + activation_bytes; }
+};
+
 class Llama {
  public:
   // Allocates parameters and the activation arena (pages untouched until used).
   // `ctx` builds the RoPE table; its per-thread scratch must hold the attention
   // kernels' blocks (CHECKed).
   Llama(const ModelConfig& config, const LlamaOptions& options, const kernels::KernelCtx& ctx);
+
+  // The bytes the constructor would allocate, computed without allocating,
+  // so a caller can refuse a model the machine cannot hold.
+  static LlamaMemory EstimateMemory(const ModelConfig& config, LlamaOptions options);
 
   const ModelConfig& config() const { return config_; }
   const LlamaOptions& options() const { return options_; }
@@ -116,8 +128,11 @@ class Llama {
     BlockScratch<A> scratch;
     float* d_resid = nullptr;              // [N, C] the residual stream's grad
   };
+  // Lays out every activation of options.max_batch x options.max_seq_len
+  // tokens through `alloc(bytes)`: a counter sizes the arena, the arena fills it.
   template <typename Alloc, typename A>
-  void Carve(Alloc&& alloc, Store<A>& s) const;
+  static void Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&& alloc,
+                    Store<A>& s);
   template <typename A>
   Store<A>& store();
   template <typename A>

@@ -26,13 +26,22 @@ void ParallelChunks(const kernels::KernelCtx& ctx, int64_t n, Fn&& fn) {
 
 LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16) : config_(config) {
   CHECK(config.Validate().ok()) << config.Validate().ToString();
+  params_ = Layout(config, &size_);
+  weights_ = AlignedBuffer(size_ * sizeof(float));
+  grads_ = AlignedBuffer(size_ * sizeof(float));
+  if (with_bf16) bf16_ = AlignedBuffer(size_ * sizeof(BF16));
+}
+
+std::vector<ParamInfo> LlamaParams::Layout(const ModelConfig& config, int64_t* size) {
+  std::vector<ParamInfo> params;
+  int64_t offset = 0;
   const int64_t c = config.dim, f = config.ffn_dim, v = config.vocab_size;
   const int64_t attn = config.n_heads * config.head_dim();
   auto add = [&](std::string name, ParamKind kind, int layer, std::vector<int64_t> shape) {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    params_.push_back({std::move(name), kind, layer, std::move(shape), size_, numel});
-    size_ += (numel + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    params.push_back({std::move(name), kind, layer, std::move(shape), offset, numel});
+    offset += (numel + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   };
   add("embed", ParamKind::kEmbed, -1, {v, c});
   for (int l = 0; l < config.n_layers; ++l) {
@@ -46,9 +55,8 @@ LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16) : config_(co
   }
   add("final_norm", ParamKind::kFinalNorm, -1, {c});
   if (!config.tie_embeddings) add("lm_head", ParamKind::kLmHead, -1, {v, c});
-  weights_ = AlignedBuffer(size_ * sizeof(float));
-  grads_ = AlignedBuffer(size_ * sizeof(float));
-  if (with_bf16) bf16_ = AlignedBuffer(size_ * sizeof(BF16));
+  *size = offset;
+  return params;
 }
 
 void LlamaParams::Init(const kernels::KernelCtx& ctx, uint64_t seed) {

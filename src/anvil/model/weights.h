@@ -61,6 +61,9 @@ class LlamaParams {
   const std::vector<ParamInfo>& params() const { return params_; }
   // Elements in each flat buffer (tensors plus alignment padding).
   int64_t size() const { return size_; }
+  // The tensors of `config` in layout order, and (*size) the buffer length,
+  // without allocating: what the constructor lays out.
+  static std::vector<ParamInfo> Layout(const ModelConfig& config, int64_t* size);
   bool has_bf16() const { return bf16_.size() != 0; }
 
   std::span<float> weights() { return {Base<float>(weights_), static_cast<size_t>(size_)}; }

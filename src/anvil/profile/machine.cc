@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -86,6 +88,28 @@ MachineInfo DescribeMachine() {
   }
   info.memory_bytes = sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
   return info;
+}
+
+long AvailableMemoryBytes() {
+  long available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      available = kib << 10;
+      break;
+    }
+  }
+  // A container's own limit ("max" when none) can be far below the host's memory.
+  const std::string limit = ReadFirstLine("/sys/fs/cgroup/memory.max");
+  const std::string used = ReadFirstLine("/sys/fs/cgroup/memory.current");
+  if (!limit.empty() && limit != "max" && !used.empty()) {
+    const long headroom = std::strtol(limit.c_str(), nullptr, 10) - std::strtol(used.c_str(), nullptr, 10);
+    if (available == 0 || headroom < available) available = std::max(headroom, 0L);
+  }
+  return available;
 }
 
 }  // namespace anvil::profile

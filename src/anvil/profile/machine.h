@@ -23,4 +23,8 @@ struct MachineInfo {
 
 MachineInfo DescribeMachine();
 
+// Bytes a new allocation can use now: /proc/meminfo's MemAvailable, lowered
+// to a cgroup v2 memory limit's headroom where one is set; 0 if unknown.
+long AvailableMemoryBytes();
+
 }  // namespace anvil::profile

@@ -10,6 +10,7 @@
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/profile/trace.h"
 #include "anvil/train/trainer.h"
+#include "anvil/train/trainer_state.h"
 
 namespace anvil::train {
 
@@ -30,6 +31,7 @@ Result<std::string> Trainer::SaveCheckpoint() {
   s["train_shard_checksum"] = fmt::format("{:016x}", train_shard_->checksum());
   s["val_shard_checksum"] = fmt::format("{:016x}", val_shard_->checksum());
   s["precision"] = model::PrecisionName(train_.precision);
+  s["schedule_planned"] = schedule_planned_;
   RETURN_IF_ERROR(WriteFileAtomic(w.Path("trainer_state.json"), s.dump(2) + "\n"));
   RETURN_IF_ERROR(WriteFileAtomic(w.Path("config.toml"), resolved_toml_));
   ASSIGN_OR_RETURN(std::string dir, w.Commit());
@@ -45,31 +47,47 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   RETURN_IF_ERROR(optimizer_->Load(info.dir + "/optimizer.safetensors"));
   const std::string state_path = info.dir + "/trainer_state.json";
   ASSIGN_OR_RETURN(const std::string text, ReadFile(state_path));
-  try {
-    const nlohmann::json s = nlohmann::json::parse(text);
-    step_ = s.at("step").get<int64_t>();
-    tokens_seen_ = s.at("tokens_seen").get<int64_t>();
-    const data::LoaderPosition pos{s.at("loader").at("epoch").get<uint64_t>(),
-                                   s.at("loader").at("step").get<uint64_t>()};
-    if (s.at("seed").get<int64_t>() != train_.seed) {
-      return InvalidArgument(fmt::format("{}: seed {} differs from train.seed = {}", state_path,
-                                         s.at("seed").get<int64_t>(), train_.seed));
-    }
-    const std::string want = fmt::format("{:016x}", train_shard_->checksum());
-    if (s.at("train_shard_checksum").get<std::string>() != want) {
-      return InvalidArgument(fmt::format(
-          "{}: the checkpoint was trained on another train shard (checksum {}; {} has {})",
-          state_path, s.at("train_shard_checksum").get<std::string>(), train_shard_->path(), want));
-    }
-    if (s.at("optimizer_step").get<int64_t>() != optimizer_->step()) {
-      return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",
-                                  state_path, s.at("optimizer_step").get<int64_t>(),
-                                  optimizer_->step()));
-    }
-    loader_->Seek(pos);
-  } catch (const nlohmann::json::exception& e) {
-    return DataLoss(fmt::format("{}: malformed: {}", state_path, e.what()));
+  ASSIGN_OR_RETURN(const TrainerState s, ParseTrainerState(text, state_path));
+  if (s.seed != train_.seed) {
+    return InvalidArgument(fmt::format("{}: seed {} differs from train.seed = {}", state_path,
+                                       s.seed, train_.seed));
   }
+  // Same data and precision, or the resumed run is not the run continued:
+  // another validation shard makes its val_loss incomparable, another
+  // precision changes every step from here on.
+  for (const data::TokenShard* shard : {train_shard_.get(), val_shard_.get()}) {
+    const bool train = shard == train_shard_.get();
+    const char* key = train ? "train_shard_checksum" : "val_shard_checksum";
+    const std::string& got = train ? s.train_shard_checksum : s.val_shard_checksum;
+    const std::string want = fmt::format("{:016x}", shard->checksum());
+    if (got != want) {
+      return InvalidArgument(fmt::format(
+          "{}: the checkpoint was made with other data ({} {}; {} has {}); resume it with the "
+          "data.dir it was trained on",
+          state_path, key, got, shard->path(), want));
+    }
+  }
+  const std::string precision = model::PrecisionName(train_.precision);
+  if (s.precision != precision) {
+    return InvalidArgument(fmt::format(
+        "{}: the checkpoint was trained in {} precision, train.precision is now {}; a resume "
+        "continues the run bitwise only in its own precision (set train.precision = \"{}\")",
+        state_path, s.precision, precision, s.precision));
+  }
+  if (s.optimizer_step != optimizer_->step()) {
+    return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",
+                                state_path, s.optimizer_step, optimizer_->step()));
+  }
+  if (s.loader.step >= loader_->steps_per_epoch()) {
+    return InvalidArgument(fmt::format(
+        "{}: loader step {} is past the end of an epoch of {} steps; the checkpoint was made "
+        "with another batch shape or data",
+        state_path, s.loader.step, loader_->steps_per_epoch()));
+  }
+  step_ = s.step;
+  tokens_seen_ = s.tokens_seen;
+  schedule_planned_ = s.schedule_planned;
+  loader_->Seek(s.loader);
   last_saved_step_ = step_;
   return Status::Ok();
 }

@@ -22,10 +22,14 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.seq_len, config.GetInt("train.seq_len", c.seq_len));
   ASSIGN_OR_RETURN(c.grad_accum, config.GetInt("train.grad_accum", c.grad_accum));
   ASSIGN_OR_RETURN(c.seed, config.GetInt("train.seed", c.seed));
-  ASSIGN_OR_RETURN(const std::string precision, config.GetString("train.precision", "f32"));
-  auto p = model::ParsePrecision(precision);
-  if (!p.ok()) return p.status().WithContext("key train.precision");
-  c.precision = *p;
+  ASSIGN_OR_RETURN(const std::string precision, config.GetString("train.precision", "auto"));
+  if (precision == "auto") {
+    c.precision_auto = true;  // the trainer decides from the measured peaks
+  } else {
+    auto p = model::ParsePrecision(precision);
+    if (!p.ok()) return p.status().WithContext("key train.precision (f32, bf16 or auto)");
+    c.precision = *p;
+  }
   ASSIGN_OR_RETURN(const std::string recompute, config.GetString("train.recompute", "none"));
   auto r = model::ParseRecompute(recompute);
   if (!r.ok()) return r.status().WithContext("key train.recompute");
@@ -37,9 +41,16 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.keep_checkpoints, config.GetInt("train.keep_checkpoints", c.keep_checkpoints));
   ASSIGN_OR_RETURN(c.log_every, config.GetInt("train.log_every", c.log_every));
   ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble("train.max_minutes", c.max_minutes));
+  ASSIGN_OR_RETURN(c.time_budget_minutes,
+                   config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
   RETURN_IF_ERROR(c.Validate());
   return c;
+}
+
+model::Precision AutoPrecision(const profile::PeakFlops& peak) {
+  return peak.bf16_native && peak.bf16_gflops > 1.25 * peak.f32_gflops ? model::Precision::kBF16
+                                                                        : model::Precision::kF32;
 }
 
 Status TrainConfig::Validate() const {
@@ -51,6 +62,12 @@ Status TrainConfig::Validate() const {
   if (batch_size < 1) return bad("train.batch_size", batch_size, "must be >= 1");
   if (seq_len < 1) return bad("train.seq_len", seq_len, "must be >= 1");
   if (grad_accum < 1) return bad("train.grad_accum", grad_accum, "must be >= 1");
+  if (batch_size > (1 << 24) / seq_len) {
+    return InvalidArgument(fmt::format(
+        "train.batch_size x train.seq_len = {} x {}: a micro-batch holds at most 2^24 tokens "
+        "(use train.grad_accum for larger steps)",
+        batch_size, seq_len));
+  }
   if (seed < 0) return bad("train.seed", seed, "must be >= 0");
   if (threads < 0 || threads > 1024) return bad("train.threads", threads, "must be in [0, 1024] (0: all)");
   if (eval_every < 0) return bad("train.eval_every", eval_every, "must be >= 0 (0: at the end only)");
@@ -62,6 +79,10 @@ Status TrainConfig::Validate() const {
   if (log_every < 1) return bad("train.log_every", log_every, "must be >= 1");
   if (!(max_minutes >= 0)) {
     return InvalidArgument(fmt::format("key train.max_minutes = {}: must be >= 0", max_minutes));
+  }
+  if (!(time_budget_minutes >= 0)) {
+    return InvalidArgument(
+        fmt::format("key train.time_budget_minutes = {}: must be >= 0", time_budget_minutes));
   }
   if (trace_steps < 1) return bad("train.trace_steps", trace_steps, "must be >= 1");
   return Status::Ok();

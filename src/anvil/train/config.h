@@ -10,6 +10,7 @@
 #include "anvil/core/status.h"
 #include "anvil/data/loader.h"
 #include "anvil/model/config.h"
+#include "anvil/profile/peak.h"
 
 namespace anvil::train {
 
@@ -25,7 +26,11 @@ struct TrainConfig {
   int64_t seq_len = 256;        // T
   int64_t grad_accum = 1;       // micro-batches per step
   int64_t seed = 1234;          // weight init and data order
+  // train.precision: "f32", "bf16" or "auto" (precision_auto: the trainer sets
+  // `precision` from AutoPrecision and the resolved config records the choice,
+  // so a resume keeps it).
   model::Precision precision = model::Precision::kF32;
+  bool precision_auto = false;
   model::Recompute recompute = model::Recompute::kNone;
   int64_t threads = 0;          // 0: ANVIL_THREADS or all cores
   int64_t eval_every = 100;     // validation every N steps (and at the end); 0: end only
@@ -34,6 +39,10 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;  // newest N kept; 0 keeps all
   int64_t log_every = 10;        // plain progress lines when not on a terminal
   double max_minutes = 0;        // stop (eval + checkpoint) after this wall time; 0: none
+  // Fit the schedule into this wall time: train.steps is lowered (never
+  // raised) from steps timed early in the warmup (time_budget.h); 0: off.
+  // max_minutes stays a hard stop behind it.
+  double time_budget_minutes = 0;
   int64_t trace_steps = 3;       // steps traced with --trace (after the first)
 
   // Reads the keys (absent ones keep the defaults above) and validates.
@@ -42,5 +51,11 @@ struct TrainConfig {
 
   int64_t tokens_per_step() const { return batch_size * seq_len * grad_accum; }
 };
+
+// train.precision = "auto": bf16 where the CPU's bf16 dot product is clearly
+// faster than its f32 FMA (measured: 2x on Zen 5, but half on some Xeons that
+// have AVX512_BF16), f32 elsewhere (AVX2 has no bf16 dot: bf16 operands only
+// add conversions). bf16 must win by 25%: it also rounds every GEMM input.
+model::Precision AutoPrecision(const profile::PeakFlops& peak);
 
 }  // namespace anvil::train

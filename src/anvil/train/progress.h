@@ -21,6 +21,8 @@ class Progress {
 
   void OnStep(const StepMetrics& m);
   void OnEval(const EvalMetrics& m);
+  // The run's step count changed (fitted to a time budget).
+  void SetTotal(int64_t total_steps) { total_ = total_steps; }
   // A message on its own line (the progress line is redrawn after it).
   void Message(const std::string& text);
   // Ends the in-place line.

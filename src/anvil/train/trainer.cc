@@ -14,8 +14,11 @@
 #include "anvil/kernels/attention.h"
 #include "anvil/model/attention_block.h"
 #include "anvil/model/head_block.h"
+#include "anvil/profile/machine.h"
 #include "anvil/profile/peak.h"
 #include "anvil/profile/trace.h"
+#include "anvil/train/time_budget.h"
+#include "anvil/train/report_machine.h"
 
 namespace anvil::train {
 namespace {
@@ -47,6 +50,30 @@ int64_t ToModelBatch(const data::Batch& b, bool packed, std::vector<int32_t>& to
   return counted;
 }
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The bytes the run will hold: the model (weights, grads, bf16 shadow,
+// activations) and AdamW's two f32 moments per parameter. A run that cannot
+// fit is refused before anything is allocated; otherwise it would die later
+// in an allocation or by the OOM killer without saying why.
+Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOptions& mo) {
+  const model::LlamaMemory m = model::Llama::EstimateMemory(mc, mo);
+  const int64_t adam_bytes = m.param_elements * static_cast<int64_t>(2 * sizeof(float));
+  const int64_t need = m.total() + adam_bytes;
+  const long available = profile::AvailableMemoryBytes();
+  if (available > 0 && need > available) {
+    return ResourceExhausted(fmt::format(
+        "the run needs about {:.1f} GiB (weights, grads and bf16 copy {:.1f}, AdamW state {:.1f}, "
+        "activations of {} x {} tokens {:.1f}) but this machine has {:.1f} GiB available: make "
+        "the model smaller (model.dim, model.n_layers, model.ffn_dim, model.vocab_size) or the "
+        "micro-batch (train.batch_size, train.seq_len; train.grad_accum keeps the step's tokens), "
+        "or keep fewer activations (train.recompute = \"full\")",
+        need / kGiB, m.params_bytes / kGiB, adam_bytes / kGiB, mo.max_batch, mo.max_seq_len,
+        m.activation_bytes / kGiB, available / kGiB));
+  }
+  return need;
+}
+
 }  // namespace
 
 Trainer::~Trainer() = default;
@@ -63,7 +90,7 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   ASSIGN_OR_RETURN(train_, TrainConfig::FromConfig(config));
   ASSIGN_OR_RETURN(optim_config_, optim::OptimConfig::FromConfig(config));
   RETURN_IF_ERROR(config.CheckAllUsed());
-  resolved_toml_ = config.ResolvedToml();
+  config_ = std::move(config);
   if (train_.seq_len > model_config_.max_seq_len) {
     return InvalidArgument(fmt::format("key train.seq_len = {} exceeds model.max_seq_len = {}",
                                        train_.seq_len, model_config_.max_seq_len));
@@ -77,12 +104,28 @@ Status Trainer::Init(Config config, const RunOptions& options) {
         "or choose another --out",
         dir, dir));
   }
-  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_toml_));
 
   pool_ = std::make_unique<ThreadPool>(static_cast<int>(train_.threads));
   const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
                                   kernels::AttentionScratchBytes(model::AttentionDimsOf(model_config_)));
   ctx_ = std::make_unique<kernels::KernelCtx>(*pool_, BestIsa(), scratch);
+  // The peaks are MFU's denominators, and "auto" precision picks the faster one.
+  std::optional<profile::PeakFlops> peak;
+  if (options_.peak_gflops <= 0 || train_.precision_auto) peak = profile::MeasurePeakFlops(*pool_);
+  if (train_.precision_auto) {
+    train_.precision = AutoPrecision(*peak);
+    config_.Resolve("train.precision", std::string(model::PrecisionName(train_.precision)));
+  }
+  if (options_.peak_gflops > 0) {
+    peak_gflops_ = options_.peak_gflops;
+  } else {
+    peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak->bf16_gflops : peak->f32_gflops;
+  }
+  const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
+                               .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
+  ASSIGN_OR_RETURN(memory_estimate_, CheckMemory(model_config_, mo));
+  resolved_toml_ = config_.ResolvedToml();
+  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_toml_));
 
   auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
     const std::string path = train_.data_dir + "/" + name;
@@ -112,19 +155,18 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   if (!val_loader.ok()) return val_loader.status().WithContext("validation data");
   val_loader_ = std::make_unique<data::Loader>(std::move(*val_loader));
 
-  const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
-                               .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
   model_ = std::make_unique<model::Llama>(model_config_, mo, *ctx_);
   optimizer_ = std::make_unique<optim::AdamW>(optim_config_, optim::LlamaParamGroups(model_->params()),
                                               model_->params().size());
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
-  if (options_.peak_gflops > 0) {
-    peak_gflops_ = options_.peak_gflops;
-  } else {
-    const profile::PeakFlops peak = profile::MeasurePeakFlops(*pool_);
-    peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak.bf16_gflops : peak.f32_gflops;
-  }
+  // What the run's throughput and MFU mean depends on this; `anvil report` shows it.
+  RETURN_IF_ERROR(WriteMachineJson(dir + "/machine.json",
+                                   RunMachine{.threads = pool_->size(),
+                                              .isa = IsaName(ctx_->isa()),
+                                              .precision = model::PrecisionName(train_.precision),
+                                              .peak_gflops = peak_gflops_,
+                                              .peak_measured = options_.peak_gflops <= 0}));
 
   // Init always (it also zeroes the layout's padding); a resume then loads.
   model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
@@ -245,6 +287,13 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
     return Status::Ok();
   };
 
+  // With a time budget: time this session's steps after its first (which
+  // faults in pages and warms caches), then fit train.steps once.
+  bool planning = train_.time_budget_minutes > 0 && !schedule_planned_;
+  const int64_t session_first_step = step_;
+  int64_t timed_steps = 0;
+  double timed_seconds = 0;
+
   while (step_ < train_.steps) {
     if (hooks.stop_requested && hooks.stop_requested()) {
       summary.interrupted = true;
@@ -263,6 +312,14 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
     const StepMetrics m = Step();
     if (metrics_) metrics_->Write(m);
     if (hooks.on_step) hooks.on_step(m);
+    if (planning && step_ > session_first_step + 1) {
+      ++timed_steps;
+      timed_seconds += m.seconds;
+      if (BudgetTiming::Done(timed_steps, timed_seconds, step_, optim_config_.warmup_steps)) {
+        RETURN_IF_ERROR(PlanToTimeBudget(timed_steps, timed_seconds, session.Seconds(), hooks));
+        planning = false;
+      }
+    }
     if (tracing && step_ >= trace_end) RETURN_IF_ERROR(finish_trace());
     if (train_.eval_every > 0 && step_ % train_.eval_every == 0) eval();
     if (train_.checkpoint_every > 0 && step_ % train_.checkpoint_every == 0) RETURN_IF_ERROR(save());
@@ -277,6 +334,56 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
   summary.final_val_loss = last_val_loss_;
   summary.seconds = session.Seconds();
   return summary;
+}
+
+Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
+                                 double elapsed_seconds, const Hooks& hooks) {
+  const double step_seconds = timed_seconds / static_cast<double>(timed_steps);
+  // Estimates: a validation batch is one forward (about a third of a
+  // micro-batch's forward + backward); a checkpoint writes the weights and
+  // both Adam moments (12 bytes per parameter) at a conservative 300 MB/s.
+  const int64_t eval_batches =
+      std::min<int64_t>(train_.eval_batches, static_cast<int64_t>(val_loader_->steps_per_epoch()));
+  const double eval_seconds = static_cast<double>(eval_batches) * step_seconds /
+                              (3.0 * static_cast<double>(train_.grad_accum));
+  const double checkpoint_seconds = static_cast<double>(model_->params().size()) * 12.0 / 300e6;
+  const int64_t configured = train_.steps;
+  const BudgetPlan plan = PlanToBudget({.budget_seconds = train_.time_budget_minutes * 60,
+                                        .elapsed_seconds = elapsed_seconds,
+                                        .step = step_,
+                                        .configured_steps = configured,
+                                        .step_seconds = step_seconds,
+                                        .eval_every = train_.eval_every,
+                                        .eval_seconds = eval_seconds,
+                                        .checkpoint_every = train_.checkpoint_every,
+                                        .checkpoint_seconds = checkpoint_seconds});
+  schedule_planned_ = true;
+  const double tokens_per_s = static_cast<double>(train_.tokens_per_step()) / step_seconds;
+  const std::string head = fmt::format(
+      "time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}",
+      train_.time_budget_minutes, step_seconds, tokens_per_s, step_ - timed_steps + 1, step_);
+  if (!plan.shortened) {
+    if (hooks.on_message) {
+      hooks.on_message(fmt::format("{}; all {} steps fit (about {:.1f} min in all)", head,
+                                   configured, plan.expected_seconds / 60));
+    }
+    return Status::Ok();
+  }
+  train_.steps = plan.steps;
+  schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
+  config_.Resolve("train.steps", Config::Value{train_.steps});
+  resolved_toml_ = config_.ResolvedToml();
+  RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.toml", resolved_toml_));
+  if (hooks.on_message) {
+    hooks.on_message(fmt::format(
+        "{}; schedule fitted: train.steps {} -> {}{}, about {:.1f} min in all", head, configured,
+        plan.steps,
+        optim_config_.decay_steps == 0 ? fmt::format(" (the cosine now ends at step {})", plan.steps)
+                                       : std::string(),
+        plan.expected_seconds / 60));
+  }
+  if (hooks.on_schedule) hooks.on_schedule(train_.steps);
+  return Status::Ok();
 }
 
 }  // namespace anvil::train

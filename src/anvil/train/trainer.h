@@ -4,7 +4,8 @@
 // Orchestration only: the math is in model/ and optim/.
 //
 // A run directory holds config.toml (the resolved config), metrics.jsonl (one
-// JSON object per step, plus val_loss lines), trace.json (with tracing), and
+// JSON object per step, plus val_loss lines), machine.json (the machine of the
+// latest session: report_machine.h), trace.json (with tracing), and
 // checkpoints step_<N>/ with a `latest` pointer (io/checkpoint.h). A
 // checkpoint holds model.safetensors + config.json (Hugging Face Llama
 // names), optimizer.safetensors (AdamW m, v, step), trainer_state.json (step,
@@ -45,6 +46,8 @@ struct Hooks {
   std::function<void(const StepMetrics&)> on_step = nullptr;
   std::function<void(const EvalMetrics&)> on_eval = nullptr;
   std::function<void(const std::string& message)> on_message = nullptr;
+  // train.steps changed (fitted to train.time_budget_minutes).
+  std::function<void(int64_t total_steps)> on_schedule = nullptr;
   // Polled before each step; true stops the run after a checkpoint.
   std::function<bool()> stop_requested = nullptr;
 };
@@ -87,17 +90,25 @@ class Trainer {
   model::Llama& model() { return *model_; }
   const optim::AdamW& optimizer() const { return *optimizer_; }
   double peak_gflops() const { return peak_gflops_; }
+  // Bytes of model, activations and optimizer state (checked against the
+  // machine's available memory before anything was allocated).
+  int64_t memory_estimate() const { return memory_estimate_; }
   int threads() const { return pool_->size(); }
 
  private:
   Trainer() = default;
   Status Init(Config config, const RunOptions& options);
   Status LoadCheckpoint(const std::string& path);
+  // Fits train.steps to the time budget (time_budget.h) from the measured
+  // step time; rewrites the run's config.toml with the steps chosen.
+  Status PlanToTimeBudget(int64_t timed_steps, double timed_seconds, double elapsed_seconds,
+                          const Hooks& hooks);
 
   RunOptions options_;
   TrainConfig train_;
   model::ModelConfig model_config_;
   optim::OptimConfig optim_config_;
+  Config config_;  // every key read; re-resolved when the run settles train.steps
   std::string resolved_toml_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<kernels::KernelCtx> ctx_;
@@ -109,10 +120,12 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;
   double peak_gflops_ = 0;
   double flops_per_token_ = 0;
+  int64_t memory_estimate_ = 0;
 
   int64_t step_ = 0;          // optimizer steps done
   int64_t tokens_seen_ = 0;   // training tokens consumed
   int64_t last_saved_step_ = -1;
+  bool schedule_planned_ = false;  // train.steps fitted to the time budget
   int64_t last_eval_step_ = -1;
   std::optional<double> last_val_loss_;
 

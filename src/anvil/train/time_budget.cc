@@ -1,0 +1,38 @@
+// The time-budget plan (see time_budget.h).
+#include "anvil/train/time_budget.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace anvil::train {
+
+BudgetPlan PlanToBudget(const BudgetInputs& in) {
+  constexpr double kUse = 0.97;
+  // Per step, the periodic evaluations and checkpoints spread over their period.
+  double per_step = in.step_seconds;
+  if (in.eval_every > 0) per_step += in.eval_seconds / static_cast<double>(in.eval_every);
+  if (in.checkpoint_every > 0) {
+    per_step += in.checkpoint_seconds / static_cast<double>(in.checkpoint_every);
+  }
+  // The run always ends with one more validation and checkpoint.
+  const double fixed = in.eval_seconds + in.checkpoint_seconds;
+  const double left = in.budget_seconds * kUse - in.elapsed_seconds - fixed;
+  const double fit = per_step > 0 ? std::floor(std::max(left, 0.0) / per_step) : 0.0;
+  const int64_t most = in.configured_steps - in.step;
+  const int64_t more = std::clamp<int64_t>(
+      static_cast<int64_t>(std::min(fit, static_cast<double>(most))), std::min<int64_t>(1, most),
+      most);
+  BudgetPlan plan;
+  plan.steps = in.step + more;
+  plan.shortened = plan.steps < in.configured_steps;
+  plan.expected_seconds = in.elapsed_seconds + fixed + static_cast<double>(more) * per_step;
+  return plan;
+}
+
+bool BudgetTiming::Done(int64_t timed_steps, double timed_seconds, int64_t step,
+                        int64_t warmup_steps) {
+  if (timed_steps < kMinSteps) return false;
+  return timed_seconds >= kMinSeconds || step >= warmup_steps || timed_steps >= kMaxSteps;
+}
+
+}  // namespace anvil::train

@@ -1,0 +1,65 @@
+// The time-budget plan: what fits, what is kept at least, and when the
+// measurement ends.
+#include "anvil/train/time_budget.h"
+
+#include <gtest/gtest.h>
+
+namespace anvil::train {
+namespace {
+
+BudgetInputs Base() {
+  return {.budget_seconds = 100, .elapsed_seconds = 3, .step = 10, .configured_steps = 1000,
+          .step_seconds = 0.1};
+}
+
+TEST(TimeBudgetTest, KeepsTheConfiguredStepsWhenTheyFit) {
+  BudgetInputs in = Base();
+  in.configured_steps = 500;  // 490 more steps: 49 s of 97 - 3 available
+  const BudgetPlan plan = PlanToBudget(in);
+  EXPECT_EQ(plan.steps, 500);
+  EXPECT_FALSE(plan.shortened);
+  EXPECT_NEAR(plan.expected_seconds, 3 + 49, 1e-9);
+}
+
+TEST(TimeBudgetTest, ShortensToWhatFitsInTheBudget) {
+  const BudgetPlan plan = PlanToBudget(Base());
+  // (100 * 0.97 - 3) / 0.1 = 940 more steps.
+  EXPECT_EQ(plan.steps, 10 + 940);
+  EXPECT_TRUE(plan.shortened);
+  EXPECT_LE(plan.expected_seconds, 100 * 0.97 + 1e-9);
+}
+
+TEST(TimeBudgetTest, CountsEvaluationsAndCheckpoints) {
+  BudgetInputs in = Base();
+  in.eval_every = 10;
+  in.eval_seconds = 0.5;         // +0.05 s per step, and one at the end
+  in.checkpoint_every = 100;
+  in.checkpoint_seconds = 1.0;   // +0.01 s per step, and one at the end
+  const BudgetPlan plan = PlanToBudget(in);
+  // (97 - 3 - 1.5) / 0.16 = 578.1 -> 578 more steps.
+  EXPECT_EQ(plan.steps, 10 + 578);
+  EXPECT_LE(plan.expected_seconds, 97 + 1e-9);
+}
+
+TEST(TimeBudgetTest, AlwaysKeepsOneMoreStepButNeverAddsSteps) {
+  BudgetInputs in = Base();
+  in.elapsed_seconds = 500;  // already past the budget
+  EXPECT_EQ(PlanToBudget(in).steps, 11);
+  in = Base();
+  in.step_seconds = 1e-6;  // everything fits many times over
+  EXPECT_EQ(PlanToBudget(in).steps, 1000);
+  in.step = 1000;  // nothing left to plan
+  EXPECT_EQ(PlanToBudget(in).steps, 1000);
+}
+
+TEST(TimeBudgetTest, MeasurementEndsEarlyInTheWarmup) {
+  using T = BudgetTiming;
+  EXPECT_FALSE(T::Done(T::kMinSteps - 1, 100.0, 5, 100));  // too few steps, however slow
+  EXPECT_TRUE(T::Done(T::kMinSteps, T::kMinSeconds, 5, 100));
+  EXPECT_FALSE(T::Done(T::kMinSteps, 0.1, 5, 100));
+  EXPECT_TRUE(T::Done(T::kMinSteps, 0.1, 100, 100));       // the warmup ends
+  EXPECT_TRUE(T::Done(T::kMaxSteps, 0.1, 30, 100));
+}
+
+}  // namespace
+}  // namespace anvil::train
