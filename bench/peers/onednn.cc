@@ -56,6 +56,8 @@ void SetOneDnnThreads(int threads) {
   }
 }
 
+void CapOneDnnToAvx2() { dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2); }
+
 std::string OneDnnIsa() {
   switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_sse41: return "sse41";

@@ -30,6 +30,8 @@ class OneDnnMatmul {
 void SetOneDnnThreads(int threads);
 
 // The instruction set oneDNN dispatches to ("avx512_core_bf16", ...).
+// Holds oneDNN to AVX2 kernels (dnnl_set_max_cpu_isa); before its first primitive.
+void CapOneDnnToAvx2();
 std::string OneDnnIsa();
 
 }  // namespace anvil::bench

@@ -13,10 +13,12 @@ constexpr int kNoTrans = 111;
 constexpr int kTrans = 112;
 }  // namespace
 
-std::unique_ptr<OpenBlas> OpenBlas::Load(int threads, std::string* error) {
-  // Read by OpenBLAS's constructor at load time: drop them for this process.
+std::unique_ptr<OpenBlas> OpenBlas::Load(int threads, std::string* error, bool cap_to_avx2) {
+  // Read by OpenBLAS's constructor at load time: drop the machine's pinning
+  // for this process (it selects slow kernels), or pin to AVX2 on request.
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv("OPENBLAS_L2_SIZE");
+  if (cap_to_avx2) setenv("OPENBLAS_CORETYPE", "Haswell", 1);
   void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     *error = std::string("dlopen libopenblas.so.0: ") + dlerror();

@@ -14,7 +14,9 @@ class OpenBlas {
  public:
   // Loads libopenblas.so.0 and sets its thread count; null (with *error) if
   // the library or a symbol is missing. Call before anything else loads it.
-  static std::unique_ptr<OpenBlas> Load(int threads, std::string* error);
+  // `cap_to_avx2`: use OpenBLAS's Haswell (AVX2) kernels on an AVX-512 host,
+  // to compare against anvil's AVX2 tier on the same footing.
+  static std::unique_ptr<OpenBlas> Load(int threads, std::string* error, bool cap_to_avx2 = false);
 
   // The kernel family OpenBLAS picked for this CPU ("Haswell", "SkylakeX", ...).
   std::string core_name() const;

@@ -224,6 +224,45 @@ TEST_F(CheckpointTest, SaveLoadRoundTripIsBitwise) {
   }
 }
 
+// Hugging Face checkpoints often hold bf16 or f16 weights: they load widened
+// to f32 exactly (each weight equals its rounded value), and other dtypes are
+// refused by name.
+TEST_F(CheckpointTest, LoadsBf16AndF16Weights) {
+  ThreadPool pool(1);
+  kernels::KernelCtx ctx(pool);
+  LlamaParams p(MicroConfig(), false);
+  p.Init(ctx, 5);
+  ASSERT_TRUE(SaveHfCheckpoint(dir_, p).ok());
+  const std::vector<HfTensor> tensors = ToHfTensors(p, p.weights());
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kE4M3}) {
+    std::vector<std::vector<std::byte>> narrow;
+    std::vector<io::TensorRef> refs;
+    std::vector<HfTensor> rounded = tensors;  // the f32 values the narrow file holds
+    for (HfTensor& t : rounded) {
+      const auto n = static_cast<int64_t>(t.data.size());
+      narrow.emplace_back(DTypeBytes(dtype, n));
+      ConvertFromF32(Isa::kScalar, t.data.data(), dtype, narrow.back().data(), n);
+      ConvertToF32(Isa::kScalar, dtype, narrow.back().data(), t.data.data(), n);
+      refs.push_back({t.name, dtype, t.shape, narrow.back().data()});
+    }
+    ASSERT_TRUE(io::WriteSafetensors(dir_ + "/model.safetensors", refs).ok());
+    LlamaParams loaded(MicroConfig(), false);
+    const Status s = LoadHfCheckpoint(dir_, loaded);
+    if (dtype == DType::kE4M3) {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("F32, BF16 or F16"), std::string::npos) << s.ToString();
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << DTypeName(dtype) << ": " << s.ToString();
+    const std::vector<HfTensor> back = ToHfTensors(loaded, loaded.weights());
+    ASSERT_EQ(back.size(), rounded.size());
+    for (size_t i = 0; i < back.size(); ++i) {
+      ASSERT_EQ(back[i].name, rounded[i].name);
+      EXPECT_TRUE(SameBits(back[i].data, rounded[i].data)) << DTypeName(dtype) << " " << back[i].name;
+    }
+  }
+}
+
 TEST_F(CheckpointTest, BadFilesFailWithClearMessages) {
   ThreadPool pool(1);
   kernels::KernelCtx ctx(pool);

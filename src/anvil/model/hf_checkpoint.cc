@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "anvil/core/convert.h"
 #include "anvil/core/file_util.h"
 #include "anvil/io/safetensors.h"
 
@@ -184,14 +185,30 @@ Status LoadHfCheckpoint(const std::string& dir, LlamaParams& params) {
   }
   float* w = params.weights().data();
   std::memset(w, 0, params.size() * sizeof(float));  // alignment padding stays 0
+  // One tensor at a time: its bytes copied out (a tensor's offset in the file
+  // need not be aligned for its type), then widened to f32 (exact for all three).
+  std::vector<std::byte> raw;
+  std::vector<float> decoded;
   for (const HfSlot& s : slots) {
-    ASSIGN_OR_RETURN(const void* data, file.Get(s.name, DType::kF32, s.hf_shape()));
-    const auto* bytes = static_cast<const std::byte*>(data);
+    // Hugging Face checkpoints are often saved in bf16 or f16; both widen to
+    // f32 exactly. Anything else (fp8, ints) would need a recipe to dequantize.
+    const auto entry = file.entries().find(s.name);
+    const DType dtype = entry == file.entries().end() ? DType::kF32 : entry->second.dtype;
+    if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+      return InvalidArgument(fmt::format("{}: tensor '{}' is {}; weights load from F32, BF16 or F16",
+                                         path, s.name, DTypeName(dtype)));
+    }
+    ASSIGN_OR_RETURN(const void* data, file.Get(s.name, dtype, s.hf_shape()));
+    const int64_t count = s.rows * s.cols;
+    raw.resize(DTypeBytes(dtype, count));
+    std::memcpy(raw.data(), data, raw.size());
+    decoded.resize(static_cast<size_t>(count));
+    ConvertToF32(Isa::kScalar, dtype, raw.data(), decoded.data(), count);
+    const float* src = decoded.data();
     float* dst = w + s.offset;
     for (int64_t r = 0; r < s.rows; ++r) {
       for (int64_t j = 0; j < s.cols; ++j) {
-        const int64_t src = s.transpose ? j * s.rows + r : r * s.cols + j;
-        std::memcpy(&dst[r * s.ld + s.col + j], bytes + src * sizeof(float), sizeof(float));
+        dst[r * s.ld + s.col + j] = src[s.transpose ? j * s.rows + r : r * s.cols + j];
       }
     }
   }
