@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-budget_min=$(sed -n 's/^time_budget_minutes *= *\([0-9.]*\).*/\1/p' configs/tiny.toml)
+budget_min=$(sed -n 's/^ *time_budget_minutes *= *\([0-9.eE+-]*\).*/\1/p' configs/tiny.toml)
+budget_min=${budget_min:-10}  # no budget in the config: its hard stop caps training near 10 min
 echo "== anvil main job: set up (installs Debian packages on a new machine: 2-5 min), build"
 echo "   (about 3 min from scratch on 2 cores, seconds when up to date), prepare Brown (~10 s),"
 echo "   train configs/tiny.toml (time budget ${budget_min} min: its step count is fitted to this"
@@ -22,9 +23,10 @@ cmake --build --preset release -j "$(nproc)"
 anvil=build/release/bin/anvil
 "$anvil" --version
 built=$(date +%s)
-finish=$(date -d "@$((built + 60 + ${budget_min%.*} * 60 + 60))" +%H:%M)
-echo "== set up and built in $((built - start)) s; the rest takes at most ~$((${budget_min%.*} + 2)) min:" \
-     "done by about $finish"
+# Training's budget plus about a minute for data preparation and generation.
+rest_s=$(awk -v b="$budget_min" 'BEGIN { printf "%d", b * 60 + 60 }')
+echo "== set up and built in $((built - start)) s; the rest takes at most ~$(( (rest_s + 59) / 60 )) min:" \
+     "done by about $(date -d "@$((built + rest_s))" +%H:%M)"
 
 data=data/brown
 if [ -f "$data/meta.json" ] && grep -q '"corpus": "brown"' "$data/meta.json" \

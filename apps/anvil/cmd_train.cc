@@ -74,9 +74,12 @@ int RunTrain(const TrainOptions& o) {
                  ? " (auto: this CPU's bf16 dot product outruns its f32 FMA)"
                  : " (auto: this CPU's f32 FMA is as fast as or faster than its bf16 path)",
              t.peak_gflops());
+  const long available = profile::AvailableMemoryBytes();
   fmt::print("memory: about {:.2f} GiB for weights, grads, optimizer state and activations "
-             "({:.1f} GiB available)\n",
-             t.memory_estimate() / kGiB, profile::AvailableMemoryBytes() / kGiB);
+             "({})\n",
+             t.memory_estimate() / kGiB,
+             available >= 0 ? fmt::format("{:.1f} GiB available", available / kGiB)
+                            : std::string("available memory unknown"));
   fmt::print("{} steps of {} tokens ({} x {} x {} accumulated){}{}\n", tc.steps,
              tc.tokens_per_step(), tc.batch_size, tc.seq_len, tc.grad_accum,
              resume ? fmt::format(", resuming after step {}", t.step()) : std::string(),

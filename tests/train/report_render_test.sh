@@ -75,7 +75,7 @@ timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars 
 [ -f "$work/report.png" ] || { cat "$work/chromium.log"; fail "no PNG"; }
 [ "$(head -c 8 "$work/report.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "not a PNG"
 size=$(stat -c %s "$work/report.png")
-[ "$size" -gt 60000 ] || fail "PNG of $size bytes: the page rendered (nearly) blank"
+[ "$size" -gt 40000 ] || fail "PNG of $size bytes: the page rendered (nearly) blank"
 
 # Errors: one line naming the folder or file (and line).
 if "$anvil" report "$work/no_such_run" > /dev/null 2> "$work/err.log"; then fail "missing folder accepted"; fi

@@ -171,6 +171,10 @@ TEST_F(TrainerTest, ResumeRefusesOtherDataOrPrecision) {
   ASSERT_FALSE(bf16.ok());
   EXPECT_NE(bf16.status().message().find("trained in f32 precision"), std::string::npos)
       << bf16.status().message();
+  // The refused settings were not saved: `anvil train --resume` reads this file.
+  const auto saved = ReadFile(run_ + "/config.toml");
+  ASSERT_TRUE(saved.ok());
+  EXPECT_NE(saved->find("precision = 'f32'"), std::string::npos) << *saved;
 
   // The same training shard with another validation shard.
   const std::string other = tmp_.path() + "/other_data";
@@ -215,7 +219,7 @@ TEST_F(TrainerTest, TimeBudgetFitsTheScheduleAndMatchesThatRun) {
       << said;
   const auto saved = ReadFile(run_ + "/config.toml");
   ASSERT_TRUE(saved.ok());
-  EXPECT_NE(saved->find("steps = " + std::to_string(fitted) + "\n"), std::string::npos) << *saved;
+  EXPECT_NE(saved->find("\nsteps = " + std::to_string(fitted) + "\n"), std::string::npos) << *saved;
 
   std::vector<std::string> fixed = common;
   fixed.push_back("train.steps=" + std::to_string(fitted));

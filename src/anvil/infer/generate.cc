@@ -57,19 +57,23 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   for (uint32_t id : tok.Encode(options.prompt)) prompt.push_back(static_cast<int32_t>(id));
   const int64_t max_len = mc.max_seq_len;
   GenerateResult r;
-  if (static_cast<int64_t>(prompt.size()) >= max_len) {
-    // Keep bos and the prompt's end, leaving room for the new tokens (up to
-    // half the context), and say so: a silently shortened prompt reads as a
-    // model that ignored its beginning.
-    const int64_t room = std::clamp<int64_t>(options.max_new, 1, max_len / 2);
+  if (static_cast<int64_t>(prompt.size()) > max_len) {
+    // A prompt that does not fit keeps bos and its end, with room for the new
+    // tokens (up to half the context), and the user is told: a silently
+    // shortened prompt reads as a model that ignored its beginning. k new
+    // tokens need max_len - k + 1 prompt tokens (the first needs no slot).
+    const int64_t room =
+        std::clamp<int64_t>(options.max_new, 1, std::max<int64_t>(max_len / 2, 1));
+    const int64_t keep = max_len - room + 1;  // bos included; in [1, max_len]
     const int64_t given = static_cast<int64_t>(prompt.size()) - 1;
-    r.prompt_tokens_dropped = static_cast<int64_t>(prompt.size()) - (max_len - room);
+    r.prompt_tokens_dropped = static_cast<int64_t>(prompt.size()) - keep;
     prompt.erase(prompt.begin() + 1, prompt.begin() + 1 + r.prompt_tokens_dropped);
     if (on_notice) {
       on_notice(fmt::format("the prompt is {} tokens, more than the model's context of {} "
-                            "(model.max_seq_len) allows with room for new tokens: its first {} "
-                            "tokens are dropped and the last {} kept",
-                            given, max_len, r.prompt_tokens_dropped, given - r.prompt_tokens_dropped));
+                            "(model.max_seq_len) holds: its first {} tokens are dropped and the "
+                            "last {} kept, leaving room for {} new tokens",
+                            given, max_len, r.prompt_tokens_dropped,
+                            given - r.prompt_tokens_dropped, room));
     }
   }
   model::Decoder decoder(llama, 1, max_len, max_len);

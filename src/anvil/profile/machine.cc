@@ -91,7 +91,7 @@ MachineInfo DescribeMachine() {
 }
 
 long AvailableMemoryBytes() {
-  long available = 0;
+  long available = -1;
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   long kib = 0;
@@ -102,12 +102,21 @@ long AvailableMemoryBytes() {
       break;
     }
   }
-  // A container's own limit ("max" when none) can be far below the host's memory.
+  // A container's own limit ("max" when none) can be far below the host's
+  // memory. Its usage counts page cache; the inactive part is reclaimable.
   const std::string limit = ReadFirstLine("/sys/fs/cgroup/memory.max");
   const std::string used = ReadFirstLine("/sys/fs/cgroup/memory.current");
   if (!limit.empty() && limit != "max" && !used.empty()) {
-    const long headroom = std::strtol(limit.c_str(), nullptr, 10) - std::strtol(used.c_str(), nullptr, 10);
-    if (available == 0 || headroom < available) available = std::max(headroom, 0L);
+    long reclaimable = 0;
+    std::ifstream stat("/sys/fs/cgroup/memory.stat");
+    long value = 0;
+    while (stat >> key >> value) {
+      if (key == "inactive_file") reclaimable = value;
+    }
+    const long headroom = std::max(std::strtol(limit.c_str(), nullptr, 10) -
+                                       std::strtol(used.c_str(), nullptr, 10) + reclaimable,
+                                   0L);
+    if (available < 0 || headroom < available) available = headroom;
   }
   return available;
 }

@@ -24,7 +24,8 @@ struct MachineInfo {
 MachineInfo DescribeMachine();
 
 // Bytes a new allocation can use now: /proc/meminfo's MemAvailable, lowered
-// to a cgroup v2 memory limit's headroom where one is set; 0 if unknown.
+// to a cgroup v2 memory limit's headroom where one is set (its reclaimable
+// file cache counted as free); -1 if unknown.
 long AvailableMemoryBytes();
 
 }  // namespace anvil::profile

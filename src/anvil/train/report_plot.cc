@@ -100,7 +100,10 @@ std::vector<double> NiceTicks(double lo, double hi, int target) {
   }
   std::vector<double> ticks;
   const double first = std::floor(lo / step + 1e-9) * step;
-  for (double t = first; t < hi + step * (1 - 1e-9); t += step) {
+  // Bounded by the tick count: a range of a few ulps of lo gives a step that
+  // `t += step` no longer moves.
+  for (double t = first; t < hi + step * (1 - 1e-9) && ticks.size() <= static_cast<size_t>(4 * target + 4);
+       t += step) {
     ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);  // no "-0" from rounding
     if (ticks.back() >= hi - step * 1e-9) break;
   }

@@ -17,8 +17,9 @@ BudgetPlan PlanToBudget(const BudgetInputs& in) {
   // The run always ends with one more validation and checkpoint.
   const double fixed = in.eval_seconds + in.checkpoint_seconds;
   const double left = in.budget_seconds * kUse - in.elapsed_seconds - fixed;
-  const double fit = per_step > 0 ? std::floor(std::max(left, 0.0) / per_step) : 0.0;
   const int64_t most = in.configured_steps - in.step;
+  const double fit = per_step > 0 ? std::floor(std::max(left, 0.0) / per_step)
+                                  : static_cast<double>(most);  // free steps: all fit
   const int64_t more = std::clamp<int64_t>(
       static_cast<int64_t>(std::min(fit, static_cast<double>(most))), std::min<int64_t>(1, most),
       most);

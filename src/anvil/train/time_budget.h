@@ -4,7 +4,12 @@
 // a poor final loss). Instead, the trainer times a few steps early in the
 // warmup (before the step count matters to the LR), then lowers train.steps
 // (never raises it) so that the remaining steps, evaluations and checkpoints
-// end inside the budget, and the run completes a whole schedule.
+// end inside the budget, counted from the session's first step (setup before
+// it is not), and the run completes a whole schedule. Limits, said when they
+// apply: a budget too short for the warmup ends the run inside it; with
+// optim.decay_steps set the cosine keeps its own length; a warmup shorter than
+// the measurement (under 5 steps) lets the measured steps run on the original
+// cosine, so the run differs slightly from one configured with the new steps.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +31,7 @@ struct BudgetInputs {
 };
 
 struct BudgetPlan {
-  int64_t steps = 0;              // the run's new train.steps, in [step + 1, configured_steps]
+  int64_t steps = 0;  // the new train.steps: in [step + 1, configured_steps] (= step when none are left)
   double expected_seconds = 0;    // from the session's start to the end of the run
   bool shortened = false;         // steps < configured_steps
 };

@@ -61,7 +61,7 @@ Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOpti
   const int64_t adam_bytes = m.param_elements * static_cast<int64_t>(2 * sizeof(float));
   const int64_t need = m.total() + adam_bytes;
   const long available = profile::AvailableMemoryBytes();
-  if (available > 0 && need > available) {
+  if (available >= 0 && need > available) {
     return ResourceExhausted(fmt::format(
         "the run needs about {:.1f} GiB (weights, grads and bf16 copy {:.1f}, AdamW state {:.1f}, "
         "activations of {} x {} tokens {:.1f}) but this machine has {:.1f} GiB available: make "
@@ -125,7 +125,6 @@ Status Trainer::Init(Config config, const RunOptions& options) {
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
   ASSIGN_OR_RETURN(memory_estimate_, CheckMemory(model_config_, mo));
   resolved_toml_ = config_.ResolvedToml();
-  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_toml_));
 
   auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
     const std::string path = train_.data_dir + "/" + name;
@@ -160,6 +159,14 @@ Status Trainer::Init(Config config, const RunOptions& options) {
                                               model_->params().size());
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
+
+  // Init always (it also zeroes the layout's padding); a resume then loads.
+  model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
+  if (options_.resume) RETURN_IF_ERROR(LoadCheckpoint(dir));
+  // Only now, with the run accepted: a refused resume (other data or
+  // precision given with --set) must not overwrite the config that
+  // `anvil train --resume` reads back.
+  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_toml_));
   // What the run's throughput and MFU mean depends on this; `anvil report` shows it.
   RETURN_IF_ERROR(WriteMachineJson(dir + "/machine.json",
                                    RunMachine{.threads = pool_->size(),
@@ -167,10 +174,6 @@ Status Trainer::Init(Config config, const RunOptions& options) {
                                               .precision = model::PrecisionName(train_.precision),
                                               .peak_gflops = peak_gflops_,
                                               .peak_measured = options_.peak_gflops <= 0}));
-
-  // Init always (it also zeroes the layout's padding); a resume then loads.
-  model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
-  if (options_.resume) RETURN_IF_ERROR(LoadCheckpoint(dir));
   if (options_.write_metrics) {
     ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(dir + "/metrics.jsonl", step_));
   }
@@ -381,6 +384,12 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
         optim_config_.decay_steps == 0 ? fmt::format(" (the cosine now ends at step {})", plan.steps)
                                        : std::string(),
         plan.expected_seconds / 60));
+  }
+  if (hooks.on_message && train_.steps < optim_config_.warmup_steps) {
+    hooks.on_message(fmt::format(
+        "warning: the budget fits {} steps, fewer than optim.warmup_steps = {}: the run ends "
+        "inside the warmup, before any decay; give it more time or a shorter warmup",
+        train_.steps, optim_config_.warmup_steps));
   }
   if (hooks.on_schedule) hooks.on_schedule(train_.steps);
   return Status::Ok();
