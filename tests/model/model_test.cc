@@ -69,6 +69,39 @@ TEST_P(PrecisionTest, RecomputePoliciesGiveTheSameBits) {
   }
 }
 
+// The head walks its rows in chunks (head_block.h): with 4608 rows, chunks of
+// 2048 (two whole chunks and a tail of 512) give bitwise the loss, every
+// gradient and the evaluation loss of one chunk of all rows, and the head's
+// logits memory shrinks from N x V to chunk x V.
+TEST_P(PrecisionTest, HeadChunksGiveTheSameBitsAsOneChunk) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig(/*tied=*/true);  // the lm_head grad is the embedding's too
+  constexpr int64_t kRows = 72, kT = 64;               // 4608 tokens
+  auto tb = MakeBatch(kRows, kT, cfg.vocab_size, 17, /*packed=*/true);
+  auto run = [&](int64_t chunk_rows, size_t* activation_bytes, double* eval_loss) {
+    Llama model(cfg, {.precision = GetParam(), .max_batch = kRows, .max_seq_len = kT,
+                      .head_chunk_rows = chunk_rows}, ctx);
+    model.InitWeights(ctx, 23);
+    model.ZeroGrads(ctx);
+    StepResult r;
+    r.loss = model.ForwardBackward(ctx, tb.batch, 0.0f);
+    r.grads.assign(model.params().grads().begin(), model.params().grads().end());
+    *eval_loss = model.Forward(ctx, tb.batch).loss_sum;
+    *activation_bytes = model.activation_capacity();
+    return r;
+  };
+  size_t chunked_bytes = 0, whole_bytes = 0;
+  double chunked_eval = 0, whole_eval = 0;
+  const StepResult chunked = run(kHeadChunkRows, &chunked_bytes, &chunked_eval);
+  const StepResult whole = run(kRows * kT, &whole_bytes, &whole_eval);
+  ExpectSame(chunked, whole, "chunks of 2048 vs one chunk");
+  EXPECT_EQ(std::memcmp(&chunked_eval, &whole_eval, sizeof(double)), 0) << "evaluation loss";
+  const size_t logits_bytes = static_cast<size_t>(kRows * kT - kHeadChunkRows) * cfg.vocab_size *
+                              (GetParam() == Precision::kBF16 ? 6 : 4);
+  EXPECT_EQ(whole_bytes - chunked_bytes, logits_bytes);
+}
+
 // A row's logits do not depend on the other rows of the batch.
 TEST_P(PrecisionTest, LogitsAreBatchInvariant) {
   ThreadPool pool(2);

@@ -1,63 +1,127 @@
-// Head forward/backward (see head_block.h).
+// Head forward/backward in row chunks (see head_block.h).
 #include "anvil/model/head_block.h"
 
+#include <algorithm>
+#include <type_traits>
+
+#include "anvil/core/check.h"
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/norm.h"
 #include "anvil/profile/trace.h"
 
 namespace anvil::model {
+namespace {
+
+// The chunk's rows must end on GEMM K-block boundaries (see head_block.h).
+template <typename A>
+void CheckChunk(const kernels::KernelCtx& ctx, int64_t chunk_rows) {
+  const int64_t kc = kernels::GemmKBlock(ctx.isa(), std::is_same_v<A, BF16>);
+  CHECK(chunk_rows > 0 && chunk_rows % kc == 0)
+      << "head chunk of " << chunk_rows << " rows is not a multiple of the GEMM K block " << kc;
+}
+
+// What CrossEntropyForward returns for all n rows, from the per-row values the
+// chunks wrote: the same sums in the same (row) order.
+kernels::CrossEntropyStats RowOrderStats(int64_t n, const int32_t* targets, const float* loss,
+                                         const float* lse) {
+  kernels::CrossEntropyStats stats;
+  for (int64_t r = 0; r < n; ++r) {
+    if (targets[r] == kIgnoreIndex) continue;
+    ++stats.valid_rows;
+    stats.loss_sum += loss[r];
+    stats.z_loss_sum += 0.0 * lse[r] * lse[r];  // z-loss coefficient 0, as the call had
+  }
+  return stats;
+}
+
+// logits[rows, V] = xn[r0 .. r0 + rows) · lm_head[V, C]ᵀ  (NT).
+template <typename A>
+void ChunkLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t r0, int64_t rows,
+                 const A* xn, float* logits, const kernels::KernelCtx& ctx) {
+  kernels::Gemm(ctx, {.m = rows, .n = cfg.vocab_size, .k = cfg.dim, .trans_b = kernels::Trans::kT},
+                xn + r0 * cfg.dim, w.lm_head, logits);
+}
+
+}  // namespace
 
 template <typename A>
 void HeadLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
                 const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
                 const kernels::KernelCtx& ctx) {
-  const int64_t c = cfg.dim, v = cfg.vocab_size;
-  NormForward(ctx, n, c, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
+  NormForward(ctx, n, cfg.dim, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
-  // logits[N, V] = xn[N, C] · lm_head[V, C]ᵀ  (NT).
-  kernels::Gemm(ctx, {.m = n, .n = v, .k = c, .trans_b = kernels::Trans::kT}, saved.xn,
-                w.lm_head, saved.logits);
+  ChunkLogits(cfg, w, 0, n, saved.xn, saved.logits, ctx);
 }
 
 template <typename A>
-kernels::CrossEntropyStats HeadForward(const ModelConfig& cfg, const HeadWeights<A>& w,
-                                       int64_t n, const float* x, const int32_t* targets,
-                                       const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
-                                       const kernels::KernelCtx& ctx) {
+kernels::CrossEntropyStats HeadLoss(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n,
+                                    int64_t chunk_rows, const float* x, const int32_t* targets,
+                                    const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
+                                    const kernels::KernelCtx& ctx) {
   ANVIL_TRACE_ZONE("head_fwd");
-  HeadLogits(cfg, w, n, x, saved, scratch, ctx);
-  return kernels::CrossEntropyForward(ctx, n, cfg.vocab_size, saved.logits, targets, kIgnoreIndex,
-                                      /*z_loss_coef=*/0.0f, saved.loss, saved.lse);
+  NormForward(ctx, n, cfg.dim, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
+              scratch.norm_f32);
+  for (int64_t r0 = 0; r0 < n; r0 += chunk_rows) {
+    const int64_t rows = std::min(chunk_rows, n - r0);
+    ChunkLogits(cfg, w, r0, rows, saved.xn, saved.logits, ctx);
+    kernels::CrossEntropyForward(ctx, rows, cfg.vocab_size, saved.logits, targets + r0,
+                                 kIgnoreIndex, /*z_loss_coef=*/0.0f, saved.loss + r0,
+                                 saved.lse + r0);
+  }
+  return RowOrderStats(n, targets, saved.loss, saved.lse);
 }
 
 template <typename A>
-void HeadBackward(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
-                  const int32_t* targets, float loss_scale, const HeadSaved<A>& saved, float* dx,
-                  const HeadGrads& grads, const BlockScratch<A>& scratch,
-                  const kernels::KernelCtx& ctx) {
-  ANVIL_TRACE_ZONE("head_bwd");
+kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const HeadWeights<A>& w,
+                                               int64_t n, int64_t chunk_rows, const float* x,
+                                               const int32_t* targets, float loss_scale,
+                                               const HeadSaved<A>& saved, float* dx,
+                                               const HeadGrads& grads,
+                                               const BlockScratch<A>& scratch,
+                                               const kernels::KernelCtx& ctx) {
   const int64_t c = cfg.dim, v = cfg.vocab_size;
-  float* dlogits = saved.logits;
-  kernels::CrossEntropyBackward(ctx, n, v, saved.logits, targets, kIgnoreIndex, 0.0f, saved.lse,
-                                /*dloss=*/nullptr, loss_scale, dlogits);
-  const A* dl = AsAct(ctx, dlogits, saved.dlogits_act, n * v);
-  // lm_head[V, C] += dlogits[N, V]ᵀ · xn[N, C]  (TN).
-  LinearBackwardWeight(ctx, n, v, c, dl, saved.xn, grads.lm_head);
-  // dxn[N, C] = dlogits[N, V] · lm_head[V, C]  (NN).
-  LinearForward(ctx, n, v, c, dl, w.lm_head, scratch.dxn, /*accumulate=*/false);
-  kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, dx, grads.norm);
+  if (chunk_rows < n) CheckChunk<A>(ctx, chunk_rows);
+  {
+    ANVIL_TRACE_ZONE("head_fwd");
+    NormForward(ctx, n, c, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
+                scratch.norm_f32);
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += chunk_rows) {
+    const int64_t rows = std::min(chunk_rows, n - r0);
+    {
+      ANVIL_TRACE_ZONE("head_fwd");
+      ChunkLogits(cfg, w, r0, rows, saved.xn, saved.logits, ctx);
+      kernels::CrossEntropyForward(ctx, rows, v, saved.logits, targets + r0, kIgnoreIndex,
+                                   /*z_loss_coef=*/0.0f, saved.loss + r0, saved.lse + r0);
+    }
+    ANVIL_TRACE_ZONE("head_bwd");
+    float* dlogits = saved.logits;  // in place
+    kernels::CrossEntropyBackward(ctx, rows, v, saved.logits, targets + r0, kIgnoreIndex, 0.0f,
+                                  saved.lse + r0, /*dloss=*/nullptr, loss_scale, dlogits);
+    const A* dl = AsAct(ctx, dlogits, saved.dlogits_act, rows * v);
+    // lm_head[V, C] += dlogits[rows, V]ᵀ · xn[rows, C]  (TN; K = these rows).
+    LinearBackwardWeight(ctx, rows, v, c, dl, saved.xn + r0 * c, grads.lm_head);
+    // dxn[rows, C] = dlogits[rows, V] · lm_head[V, C]  (NN).
+    LinearForward(ctx, rows, v, c, dl, w.lm_head, scratch.dxn + r0 * c, /*accumulate=*/false);
+  }
+  {
+    ANVIL_TRACE_ZONE("head_bwd");
+    kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, dx, grads.norm);
+  }
+  return RowOrderStats(n, targets, saved.loss, saved.lse);
 }
 
-#define ANVIL_INSTANTIATE(A)                                                                   \
-  template void HeadLogits(const ModelConfig&, const HeadWeights<A>&, int64_t, const float*,   \
-                           const HeadSaved<A>&, const BlockScratch<A>&,                        \
-                           const kernels::KernelCtx&);                                         \
-  template kernels::CrossEntropyStats HeadForward(                                             \
-      const ModelConfig&, const HeadWeights<A>&, int64_t, const float*, const int32_t*,        \
-      const HeadSaved<A>&, const BlockScratch<A>&, const kernels::KernelCtx&);                 \
-  template void HeadBackward(const ModelConfig&, const HeadWeights<A>&, int64_t, const float*, \
-                             const int32_t*, float, const HeadSaved<A>&, float*,               \
-                             const HeadGrads&, const BlockScratch<A>&, const kernels::KernelCtx&);
+#define ANVIL_INSTANTIATE(A)                                                                    \
+  template void HeadLogits(const ModelConfig&, const HeadWeights<A>&, int64_t, const float*,    \
+                           const HeadSaved<A>&, const BlockScratch<A>&,                         \
+                           const kernels::KernelCtx&);                                          \
+  template kernels::CrossEntropyStats HeadLoss(                                                 \
+      const ModelConfig&, const HeadWeights<A>&, int64_t, int64_t, const float*, const int32_t*, \
+      const HeadSaved<A>&, const BlockScratch<A>&, const kernels::KernelCtx&);                  \
+  template kernels::CrossEntropyStats HeadForwardBackward(                                      \
+      const ModelConfig&, const HeadWeights<A>&, int64_t, int64_t, const float*, const int32_t*, \
+      float, const HeadSaved<A>&, float*, const HeadGrads&, const BlockScratch<A>&,             \
+      const kernels::KernelCtx&);
 ANVIL_INSTANTIATE(float)
 ANVIL_INSTANTIATE(BF16)
 #undef ANVIL_INSTANTIATE

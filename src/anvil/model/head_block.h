@@ -1,6 +1,14 @@
 // Head: x -> final RMSNorm -> logits = xn · lm_headᵀ (lm_head [V, C], shared
 // with the embedding when tied) -> cross-entropy. Backward writes the grad of
 // x (=, it starts the residual stream's grad) and accumulates parameter grads.
+//
+// The [N, V] logits are never held whole: training and evaluation walk the
+// rows in chunks of HeadChunkRows, and training runs each chunk's backward
+// right after its loss (the loss scale is known up front), so the head's
+// memory is [chunk, V] whatever N. The chunk is a multiple of every tier's
+// GEMM K block, so the lm_head gradient (a GEMM whose K is the token rows)
+// sums the same K blocks in the same order as one unchunked call: chunked and
+// unchunked give bitwise the same loss and gradients (model_test proves it).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +21,11 @@
 namespace anvil::model {
 
 inline constexpr int32_t kIgnoreIndex = -1;  // a target that takes no loss
+
+// Rows per head chunk: 2048, a multiple of every GEMM K block (256 on AVX2 and
+// scalar, 1024 and 2048 on AVX-512); `requested` 0 takes it, and any other
+// value must be such a multiple (CHECKed against the tier at run time).
+inline constexpr int64_t kHeadChunkRows = 2048;
 
 template <typename A>
 struct HeadWeights {
@@ -29,31 +42,35 @@ template <typename A>
 struct HeadSaved {
   float* rstd = nullptr;    // [N]
   A* xn = nullptr;          // [N, C]
-  float* logits = nullptr;  // [N, V]; backward turns it into dlogits in place
+  float* logits = nullptr;  // [R, V], R = one chunk's rows (HeadLogits: the caller's [N, V])
   float* loss = nullptr;    // [N]
   float* lse = nullptr;     // [N]
-  A* dlogits_act = nullptr; // [N, V] (bf16 only)
+  A* dlogits_act = nullptr; // [R, V] (bf16 only)
 };
 
-// Final norm and logits (inference and tests): saved.{rstd, xn, logits}.
+// Final norm and logits of all n rows into saved.logits (inference, decode).
 template <typename A>
 void HeadLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
                 const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
                 const kernels::KernelCtx& ctx);
 
-// Logits and the cross-entropy of `targets` [N] (kIgnoreIndex skips a row).
+// The cross-entropy of `targets` [N] (kIgnoreIndex skips a row), chunk by
+// chunk (evaluation). Stats sum the rows in order, as one kernel call would.
 template <typename A>
-kernels::CrossEntropyStats HeadForward(const ModelConfig& cfg, const HeadWeights<A>& w,
-                                       int64_t n, const float* x, const int32_t* targets,
-                                       const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
-                                       const kernels::KernelCtx& ctx);
+kernels::CrossEntropyStats HeadLoss(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n,
+                                    int64_t chunk_rows, const float* x, const int32_t* targets,
+                                    const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
+                                    const kernels::KernelCtx& ctx);
 
-// Gradient of loss_scale * sum of row losses: dx [N, C] (=), grads (+=).
-// Destroys saved.logits (it becomes dlogits).
+// Training: the loss and, chunk by chunk, the gradient of loss_scale * sum of
+// row losses: dx [N, C] (=), grads (+=).
 template <typename A>
-void HeadBackward(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
-                  const int32_t* targets, float loss_scale, const HeadSaved<A>& saved, float* dx,
-                  const HeadGrads& grads, const BlockScratch<A>& scratch,
-                  const kernels::KernelCtx& ctx);
+kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const HeadWeights<A>& w,
+                                               int64_t n, int64_t chunk_rows, const float* x,
+                                               const int32_t* targets, float loss_scale,
+                                               const HeadSaved<A>& saved, float* dx,
+                                               const HeadGrads& grads,
+                                               const BlockScratch<A>& scratch,
+                                               const kernels::KernelCtx& ctx);
 
 }  // namespace anvil::model

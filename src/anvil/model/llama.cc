@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "anvil/kernels/attention.h"
@@ -18,7 +19,9 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
       options_(options),
       params_(config, options.precision == Precision::kBF16) {
   if (options_.max_seq_len == 0) options_.max_seq_len = config.max_seq_len;
+  if (options_.head_chunk_rows == 0) options_.head_chunk_rows = kHeadChunkRows;
   CHECK_GT(options_.max_batch, 0) << "max_batch";
+  CHECK_GT(options_.head_chunk_rows, 0) << "head_chunk_rows";
   CHECK(options_.max_seq_len > 0 && options_.max_seq_len <= config.max_seq_len)
       << "max_seq_len " << options_.max_seq_len << " must be in [1, model.max_seq_len = "
       << config.max_seq_len << "]";
@@ -48,6 +51,7 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
 
 LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions options) {
   if (options.max_seq_len == 0) options.max_seq_len = config.max_seq_len;
+  if (options.head_chunk_rows == 0) options.head_chunk_rows = kHeadChunkRows;
   LlamaMemory m;
   LlamaParams::Layout(config, &m.param_elements);
   const bool bf16 = options.precision == Precision::kBF16;
@@ -99,7 +103,8 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
     }
     s.mlp[l].h = (policy == Recompute::kNone || l == 0) ? act(n * f) : s.mlp[0].h;
   }
-  s.head = {f32(n), act(n * c), f32(n * v), f32(n), f32(n), bf16 ? act(n * v) : nullptr};
+  const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
+  s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
   s.scratch = {bf16 ? f32(n * c) : nullptr, bf16 ? act(n * c) : nullptr, f32(n * c),
                f32(n * attn), f32(n * qkv), bf16 ? act(n * qkv) : nullptr, act(n * f),
                act(n * 2 * f)};
@@ -179,12 +184,14 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
       AttentionBlockForward(config_, AttentionWeightsOf<A>(l), x, y, s.attn[0], tok, s.scratch, ctx);
       MlpBlockForward(config_, MlpWeightsOf<A>(l), n, y, x, s.mlp[0], s.scratch, ctx);
     }
-    if (logits_out != nullptr) {
-      HeadLogits(config_, hw, n, x, s.head, s.scratch, ctx);
-      Copy(ctx, s.head.logits, logits_out, n * config_.vocab_size);
+    if (logits_out != nullptr) {  // straight into the caller's [N, V]
+      HeadSaved<A> head = s.head;
+      head.logits = logits_out;
+      HeadLogits(config_, hw, n, x, head, s.scratch, ctx);
       return {};
     }
-    const auto xs = HeadForward(config_, hw, n, x, targets, s.head, s.scratch, ctx);
+    const auto xs =
+        HeadLoss(config_, hw, n, options_.head_chunk_rows, x, targets, s.head, s.scratch, ctx);
     return {xs.loss_sum, xs.valid_rows};
   }
 
@@ -194,15 +201,17 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
     MlpBlockForward(config_, MlpWeightsOf<A>(l), n, s.resid[2 * l + 1], s.resid[2 * l + 2],
                     s.mlp[l], s.scratch, ctx);
   }
-  const auto xs = HeadForward(config_, hw, n, s.resid[2 * layers], targets, s.head, s.scratch, ctx);
   if (loss_scale <= 0.0f) {
-    loss_scale = xs.valid_rows > 0 ? static_cast<float>(1.0 / static_cast<double>(xs.valid_rows))
-                                   : 0.0f;
+    const auto valid = std::count_if(targets, targets + n, [](int32_t t) { return t != kIgnoreIndex; });
+    loss_scale = valid > 0 ? static_cast<float>(1.0 / static_cast<double>(valid)) : 0.0f;
   }
-
-  // Backward, the forward's mirror image.
-  HeadBackward(config_, hw, n, s.resid[2 * layers], targets, loss_scale, s.head, s.d_resid,
-               HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+  // The head's loss and its backward together, a chunk of rows at a time (the
+  // [N, V] logits are never whole); then the layers' backward, the forward's
+  // mirror image.
+  const auto xs =
+      HeadForwardBackward(config_, hw, n, options_.head_chunk_rows, s.resid[2 * layers], targets,
+                          loss_scale, s.head, s.d_resid, HeadGrads{g_.final_norm, g_.lm_head},
+                          s.scratch, ctx);
   for (int l = layers - 1; l >= 0; --l) {
     const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
     const MlpWeights<A> mw = MlpWeightsOf<A>(l);

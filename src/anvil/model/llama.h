@@ -58,6 +58,9 @@ struct LlamaOptions {
   Recompute recompute = Recompute::kNone;
   int64_t max_batch = 1;    // most rows B of a call
   int64_t max_seq_len = 0;  // most tokens T per row; 0 = config.max_seq_len
+  // Rows of [rows, V] logits the head holds at once (head_block.h); 0:
+  // kHeadChunkRows. Otherwise a multiple of the GEMM K block of the tier.
+  int64_t head_chunk_rows = 0;
 };
 
 // What a Llama allocates, in bytes.
