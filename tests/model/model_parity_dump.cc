@@ -3,7 +3,7 @@
 // loss (anvil.json), logits and every parameter gradient (HF names and
 // orientation) and the weights after one AdamW step (lr 1e-3, betas 0.9/0.95,
 // eps 1e-8, weight decay 0.1 on every tensor, norms included).
-//   model_parity_dump --out DIR [--packed] [--tied]
+//   model_parity_dump --out DIR [--packed] [--tied] [--bf16]
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -36,7 +36,7 @@ Status WriteHf(const std::string& path, const LlamaParams& params, std::span<con
   return io::WriteSafetensors(path, refs);
 }
 
-Status Run(const std::string& out, bool packed, bool tied) {
+Status Run(const std::string& out, bool packed, bool tied, bool bf16) {
   ThreadPool pool(2);
   kernels::KernelCtx ctx(pool);
   ModelConfig cfg = testing::MicroConfig(tied);
@@ -44,7 +44,8 @@ Status Run(const std::string& out, bool packed, bool tied) {
   cfg.ffn_dim = 96;
   cfg.init_std = 0.05;
   constexpr int64_t kRows = 2, kSeq = 32;
-  Llama model(cfg, {.max_batch = kRows, .max_seq_len = kSeq}, ctx);
+  Llama model(cfg, {.precision = bf16 ? Precision::kBF16 : Precision::kF32, .max_batch = kRows,
+                    .max_seq_len = kSeq}, ctx);
   model.InitWeights(ctx, 1234);
   RETURN_IF_ERROR(MakeDirectories(out));
   RETURN_IF_ERROR(SaveHfCheckpoint(out + "/model", model.params()));
@@ -67,8 +68,10 @@ Status Run(const std::string& out, bool packed, bool tied) {
   model.ZeroGrads(ctx);
   const LossStats loss = model.ForwardBackward(ctx, tb.batch, 0.0f);
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "{\"loss\": %.17g, \"loss_sum\": %.17g, \"tokens\": %lld}\n",
-                loss.mean(), loss.loss_sum, static_cast<long long>(loss.tokens));
+  std::snprintf(buf, sizeof(buf),
+                "{\"loss\": %.17g, \"loss_sum\": %.17g, \"tokens\": %lld, \"precision\": \"%s\"}\n",
+                loss.mean(), loss.loss_sum, static_cast<long long>(loss.tokens),
+                bf16 ? "bf16" : "f32");
   RETURN_IF_ERROR(WriteFileAtomic(out + "/anvil.json", buf));
   RETURN_IF_ERROR(WriteHf(out + "/grads.safetensors", model.params(), model.params().grads()));
 
@@ -86,7 +89,7 @@ Status Run(const std::string& out, bool packed, bool tied) {
 
 int main(int argc, char** argv) {
   std::string out;
-  bool packed = false, tied = false;
+  bool packed = false, tied = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
       out = argv[++i];
@@ -94,16 +97,18 @@ int main(int argc, char** argv) {
       packed = true;
     } else if (std::strcmp(argv[i], "--tied") == 0) {
       tied = true;
+    } else if (std::strcmp(argv[i], "--bf16") == 0) {
+      bf16 = true;
     } else {
-      std::fprintf(stderr, "usage: model_parity_dump --out DIR [--packed] [--tied]\n");
+      std::fprintf(stderr, "usage: model_parity_dump --out DIR [--packed] [--tied] [--bf16]\n");
       return 2;
     }
   }
   if (out.empty()) {
-    std::fprintf(stderr, "usage: model_parity_dump --out DIR [--packed] [--tied]\n");
+    std::fprintf(stderr, "usage: model_parity_dump --out DIR [--packed] [--tied] [--bf16]\n");
     return 2;
   }
-  const anvil::Status s = anvil::model::Run(out, packed, tied);
+  const anvil::Status s = anvil::model::Run(out, packed, tied, bf16);
   if (!s.ok()) {
     std::fprintf(stderr, "model_parity_dump: %s\n", s.ToString().c_str());
     return 1;
