@@ -42,6 +42,15 @@ void ChunkLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t r0, in
                 xn + r0 * cfg.dim, w.lm_head, logits);
 }
 
+// Rows [r0, r0 + rows): their logits into saved.logits, then their loss and lse.
+template <typename A>
+void ChunkLoss(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t r0, int64_t rows,
+               const int32_t* targets, const HeadSaved<A>& saved, const kernels::KernelCtx& ctx) {
+  ChunkLogits(cfg, w, r0, rows, saved.xn, saved.logits, ctx);
+  kernels::CrossEntropyForward(ctx, rows, cfg.vocab_size, saved.logits, targets + r0, kIgnoreIndex,
+                               /*z_loss_coef=*/0.0f, saved.loss + r0, saved.lse + r0);
+}
+
 }  // namespace
 
 template <typename A>
@@ -62,11 +71,7 @@ kernels::CrossEntropyStats HeadLoss(const ModelConfig& cfg, const HeadWeights<A>
   NormForward(ctx, n, cfg.dim, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
   for (int64_t r0 = 0; r0 < n; r0 += chunk_rows) {
-    const int64_t rows = std::min(chunk_rows, n - r0);
-    ChunkLogits(cfg, w, r0, rows, saved.xn, saved.logits, ctx);
-    kernels::CrossEntropyForward(ctx, rows, cfg.vocab_size, saved.logits, targets + r0,
-                                 kIgnoreIndex, /*z_loss_coef=*/0.0f, saved.loss + r0,
-                                 saved.lse + r0);
+    ChunkLoss(cfg, w, r0, std::min(chunk_rows, n - r0), targets, saved, ctx);
   }
   return RowOrderStats(n, targets, saved.loss, saved.lse);
 }
@@ -90,9 +95,7 @@ kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const Hea
     const int64_t rows = std::min(chunk_rows, n - r0);
     {
       ANVIL_TRACE_ZONE("head_fwd");
-      ChunkLogits(cfg, w, r0, rows, saved.xn, saved.logits, ctx);
-      kernels::CrossEntropyForward(ctx, rows, v, saved.logits, targets + r0, kIgnoreIndex,
-                                   /*z_loss_coef=*/0.0f, saved.loss + r0, saved.lse + r0);
+      ChunkLoss(cfg, w, r0, rows, targets, saved, ctx);
     }
     ANVIL_TRACE_ZONE("head_bwd");
     float* dlogits = saved.logits;  // in place

@@ -33,7 +33,7 @@ Result<std::string> Trainer::SaveCheckpoint() {
   s["precision"] = model::PrecisionName(train_.precision);
   s["schedule_planned"] = schedule_planned_;
   RETURN_IF_ERROR(WriteFileAtomic(w.Path("trainer_state.json"), s.dump(2) + "\n"));
-  RETURN_IF_ERROR(WriteFileAtomic(w.Path("config.toml"), resolved_toml_));
+  RETURN_IF_ERROR(WriteFileAtomic(w.Path("config.toml"), resolved_config()));
   ASSIGN_OR_RETURN(std::string dir, w.Commit());
   RETURN_IF_ERROR(io::PruneCheckpoints(options_.run_dir, static_cast<int>(train_.keep_checkpoints)));
   last_saved_step_ = step_;

@@ -17,8 +17,8 @@
 #include "anvil/profile/machine.h"
 #include "anvil/profile/peak.h"
 #include "anvil/profile/trace.h"
-#include "anvil/train/time_budget.h"
 #include "anvil/train/report_machine.h"
+#include "anvil/train/time_budget.h"
 
 namespace anvil::train {
 namespace {
@@ -124,7 +124,6 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
   ASSIGN_OR_RETURN(memory_estimate_, CheckMemory(model_config_, mo));
-  resolved_toml_ = config_.ResolvedToml();
 
   auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
     const std::string path = train_.data_dir + "/" + name;
@@ -166,7 +165,7 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   // Only now, with the run accepted: a refused resume (other data or
   // precision given with --set) must not overwrite the config that
   // `anvil train --resume` reads back.
-  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_toml_));
+  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_config()));
   // What the run's throughput and MFU mean depends on this; `anvil report` shows it.
   RETURN_IF_ERROR(WriteMachineJson(dir + "/machine.json",
                                    RunMachine{.threads = pool_->size(),
@@ -375,8 +374,7 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
   train_.steps = plan.steps;
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   config_.Resolve("train.steps", Config::Value{train_.steps});
-  resolved_toml_ = config_.ResolvedToml();
-  RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.toml", resolved_toml_));
+  RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.toml", resolved_config()));
   if (hooks.on_message) {
     hooks.on_message(fmt::format(
         "{}; schedule fitted: train.steps {} -> {}{}, about {:.1f} min in all", head, configured,

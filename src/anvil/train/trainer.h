@@ -86,7 +86,8 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainConfig& train_config() const { return train_; }
   const model::ModelConfig& model_config() const { return model_config_; }
-  const std::string& resolved_config() const { return resolved_toml_; }
+  // Every key read, with the value the run uses (saved as config.toml).
+  std::string resolved_config() const { return config_.ResolvedToml(); }
   model::Llama& model() { return *model_; }
   const optim::AdamW& optimizer() const { return *optimizer_; }
   double peak_gflops() const { return peak_gflops_; }
@@ -109,7 +110,6 @@ class Trainer {
   model::ModelConfig model_config_;
   optim::OptimConfig optim_config_;
   Config config_;  // every key read; re-resolved when the run settles train.steps
-  std::string resolved_toml_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<kernels::KernelCtx> ctx_;
   std::unique_ptr<data::TokenShard> train_shard_, val_shard_;
