@@ -7,42 +7,11 @@ set -euo pipefail
 anvil=$1
 work=$2
 rm -rf "$work"
-mkdir -p "$work/text"
+mkdir -p "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-
-words=(the jury said that city court election was a fine report of an old man and his dog
-       walked to river where children played with boats under bright summer sky while birds sang)
-for d in $(seq 1 40); do
-  line=""
-  for i in $(seq 1 120); do line+="${words[$(( (d * 7 + i * i) % ${#words[@]} ))]} "; done
-  echo "$line." > "$work/text/doc$d.txt"
-done
-
-"$anvil" prepare --corpus "$work/text" --vocab 300 --out "$work/data" --threads 1 --val-fraction 0.1 \
-  > "$work/prepare.log" || fail "prepare"
-
-cat > "$work/micro.toml" <<TOML
-[model]
-dim = 64
-n_layers = 2
-n_heads = 4
-n_kv_heads = 2
-ffn_dim = 48
-vocab_size = 300
-max_seq_len = 32
-[train]
-steps = 4
-batch_size = 2
-seq_len = 16
-threads = 1
-eval_every = 2
-eval_batches = 2
-[optim]
-lr = 0.01
-warmup_steps = 1
-[data]
-dir = "$work/data"
-TOML
+source "$(dirname "$0")/micro_run.sh"
+micro_data
+micro_toml 4 2 1
 
 "$anvil" train --config "$work/micro.toml" --out "$work/run" > "$work/train.log" 2>&1 \
   || { cat "$work/train.log"; fail "train"; }
