@@ -40,6 +40,12 @@ CrossEntropyStats CrossEntropyForward(const KernelCtx& ctx, int64_t rows, int64_
                                       int32_t ignore_index, float z_loss_coef, float* loss,
                                       float* lse);
 
+// The stats CrossEntropyForward returns, from per-row loss and lse already
+// computed (by one call or by several over row ranges): the same sums in row
+// order, so chunked callers get the bits of one call.
+CrossEntropyStats CrossEntropyRowStats(int64_t rows, const int32_t* targets, int32_t ignore_index,
+                                       float z_loss_coef, const float* loss, const float* lse);
+
 // dloss[r] (nullable: 1 for every row) times dloss_scale is row r's upstream
 // gradient g (for the mean loss: dloss = nullptr, dloss_scale = 1 / valid_rows).
 // In f32: a = g * (1 + 2 z lse); dlogits[v] = exp(x[v] - lse) * a, and at the

@@ -20,20 +20,6 @@ void CheckChunk(const kernels::KernelCtx& ctx, int64_t chunk_rows) {
       << "head chunk of " << chunk_rows << " rows is not a multiple of the GEMM K block " << kc;
 }
 
-// What CrossEntropyForward returns for all n rows, from the per-row values the
-// chunks wrote: the same sums in the same (row) order.
-kernels::CrossEntropyStats RowOrderStats(int64_t n, const int32_t* targets, const float* loss,
-                                         const float* lse) {
-  kernels::CrossEntropyStats stats;
-  for (int64_t r = 0; r < n; ++r) {
-    if (targets[r] == kIgnoreIndex) continue;
-    ++stats.valid_rows;
-    stats.loss_sum += loss[r];
-    stats.z_loss_sum += 0.0 * lse[r] * lse[r];  // z-loss coefficient 0, as the call had
-  }
-  return stats;
-}
-
 // logits[rows, V] = xn[r0 .. r0 + rows) · lm_head[V, C]ᵀ  (NT).
 template <typename A>
 void ChunkLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t r0, int64_t rows,
@@ -73,7 +59,7 @@ kernels::CrossEntropyStats HeadLoss(const ModelConfig& cfg, const HeadWeights<A>
   for (int64_t r0 = 0; r0 < n; r0 += chunk_rows) {
     ChunkLoss(cfg, w, r0, std::min(chunk_rows, n - r0), targets, saved, ctx);
   }
-  return RowOrderStats(n, targets, saved.loss, saved.lse);
+  return kernels::CrossEntropyRowStats(n, targets, kIgnoreIndex, 0.0f, saved.loss, saved.lse);
 }
 
 template <typename A>
@@ -111,7 +97,7 @@ kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const Hea
     ANVIL_TRACE_ZONE("head_bwd");
     kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, dx, grads.norm);
   }
-  return RowOrderStats(n, targets, saved.loss, saved.lse);
+  return kernels::CrossEntropyRowStats(n, targets, kIgnoreIndex, 0.0f, saved.loss, saved.lse);
 }
 
 #define ANVIL_INSTANTIATE(A)                                                                    \

@@ -41,6 +41,22 @@ void CheckArgs(int64_t rows, int64_t vocab, const void* logits, const int32_t* t
   }
 }
 
+}  // namespace
+
+CrossEntropyStats CrossEntropyRowStats(int64_t rows, const int32_t* targets, int32_t ignore_index,
+                                       float z_loss_coef, const float* loss, const float* lse) {
+  CrossEntropyStats stats;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] == ignore_index) continue;
+    ++stats.valid_rows;
+    stats.loss_sum += loss[r];
+    stats.z_loss_sum += static_cast<double>(z_loss_coef) * lse[r] * lse[r];
+  }
+  return stats;
+}
+
+namespace {
+
 template <typename T>
 CrossEntropyStats Forward(const KernelCtx& ctx, int64_t rows, int64_t vocab, const T* logits,
                           const int32_t* targets, int32_t ignore_index, float z_loss_coef,
@@ -68,14 +84,7 @@ CrossEntropyStats Forward(const KernelCtx& ctx, int64_t rows, int64_t vocab, con
   }();
   rowwise_internal::ParallelFor(ctx, rows,
                                 [&](int64_t begin, int64_t end, int) { fn(args, begin, end); });
-  CrossEntropyStats stats;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] == ignore_index) continue;
-    ++stats.valid_rows;
-    stats.loss_sum += loss[r];
-    stats.z_loss_sum += static_cast<double>(z_loss_coef) * lse[r] * lse[r];
-  }
-  return stats;
+  return CrossEntropyRowStats(rows, targets, ignore_index, z_loss_coef, loss, lse);
 }
 
 template <typename T>
