@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/comm/world.h"
 #include "anvil/commands.h"
 #include "anvil/core/config.h"
 #include "anvil/profile/machine.h"
@@ -32,7 +33,28 @@ int Fail(const Status& s) {
   return 1;
 }
 
-int RunTrain(const TrainOptions& o) {
+int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world);
+
+// Under mpirun every rank runs this command; rank 0 alone prints progress.
+// Every rank reaches FinalizeWorld on the way out: errors are agreed between
+// the ranks (Trainer), so none is left waiting in a collective.
+int RunTrainInWorld(const TrainOptions& o) {
+  auto world = comm::InitWorld();
+  if (!world.ok()) return Fail(world.status());
+  const int rc = RunTrain(o, *world);
+  comm::FinalizeWorld();
+  return rc;
+}
+
+int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world) {
+  const bool root = world->rank() == 0;
+  auto Fail = [&](const Status& s) {
+    if (world->size() > 1) {
+      fmt::print(stderr, "anvil train: [rank {}] {}\n", world->rank(), s.ToString());
+      return 1;
+    }
+    return cli::Fail(s);
+  };
   const bool resume = !o.resume.empty();
   if (resume == !o.config.empty()) {
     return Fail(InvalidArgument("give either --config FILE (a new run) or --resume RUN_DIR"));
@@ -54,14 +76,22 @@ int RunTrain(const TrainOptions& o) {
   }
 
   train::InstallSigintHandler();
-  fmt::print("anvil train: {} {}, run folder {}\n", resume ? "resuming" : "config",
-             resume ? run_dir : o.config, run_dir);
+  if (root) {
+    fmt::print("anvil train: {} {}, run folder {}{}\n", resume ? "resuming" : "config",
+               resume ? run_dir : o.config, run_dir,
+               world->size() > 1 ? fmt::format(", {} ranks", world->size()) : std::string());
+  }
   std::fflush(stdout);
   auto trainer = train::Trainer::Create(std::move(*config),
                                         train::RunOptions{.run_dir = run_dir, .resume = resume,
-                                                          .trace = o.trace});
+                                                          .trace = o.trace, .world = world});
   if (!trainer.ok()) return Fail(trainer.status());
   train::Trainer& t = **trainer;
+  comm::SetWatchdogTimeout(t.parallel_config().timeout_s);
+  if (!root) {  // the same loop, silent
+    auto summary = t.Run(train::Hooks{.stop_requested = [] { return train::SigintReceived(); }});
+    return summary.ok() ? 0 : Fail(summary.status());
+  }
   const train::TrainConfig& tc = t.train_config();
   const model::ModelConfig& mc = t.model_config();
   fmt::print("resolved config (saved as {}/config.toml):\n{}", run_dir, t.resolved_config());
@@ -80,8 +110,16 @@ int RunTrain(const TrainOptions& o) {
              t.memory_estimate() / kGiB,
              available >= 0 ? fmt::format("{:.1f} GiB available", available / kGiB)
                             : std::string("available memory unknown"));
-  fmt::print("{} steps of {} tokens ({} x {} x {} accumulated){}{}\n", tc.steps,
-             tc.tokens_per_step(), tc.batch_size, tc.seq_len, tc.grad_accum,
+  if (world->size() > 1) {
+    const parallel::ParallelConfig& pc = t.parallel_config();
+    fmt::print("data parallel: {} ranks, ZeRO-{}, {:g} MB gradient buckets{}; comm.timeout_s = {:g}\n",
+               world->size(), pc.zero, pc.bucket_mb,
+               pc.overlap ? " reduced during the backward" : " reduced after the backward",
+               pc.timeout_s);
+  }
+  fmt::print("{} steps of {} tokens ({} x {} x {} accumulated{}){}{}\n", tc.steps,
+             tc.tokens_per_step() * world->size(), tc.batch_size, tc.seq_len, tc.grad_accum,
+             world->size() > 1 ? fmt::format(" x {} ranks", world->size()) : std::string(),
              resume ? fmt::format(", resuming after step {}", t.step()) : std::string(),
              tc.time_budget_minutes > 0
                  ? fmt::format("; at most, fitted to train.time_budget_minutes = {:g} once a few "
@@ -127,7 +165,7 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--resume", o->resume, "Continue the run in this folder from its latest checkpoint");
   cmd->add_flag("--trace", o->trace, "Write a Chrome trace (trace.json) of a few steps");
   cmd->callback([o] {
-    if (const int rc = RunTrain(*o); rc != 0) throw CLI::RuntimeError(rc);
+    if (const int rc = RunTrainInWorld(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
 }
 

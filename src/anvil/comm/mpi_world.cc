@@ -99,7 +99,7 @@ class MpiRuntime {
     thread_ = std::thread([this] { Loop(); });
   }
 
-  void set_timeout(double s) { timeout_s_ = s; }
+  void set_timeout(double s) { timeout_s_.store(s); }
 
   // Runs fn on the communication thread and waits for it (setup calls such
   // as MPI_Comm_split: all MPI calls after MPI_Init come from that thread).
@@ -243,7 +243,7 @@ class MpiRuntime {
         "comm.timeout_s = {:g} s{}: no answer from rank{} {} (a rank that died, hangs or "
         "runs other collectives)",
         world_rank_, KindName(job.req.kind), job.sequence, job.group->name(),
-        TypeName(job.req.type), job.req.count, timeout_s_,
+        TypeName(job.req.type), job.req.count, timeout_s_.load(),
         step >= 0 ? fmt::format(" at step {}", step) : std::string(),
         missing.size() == 1 ? "" : "s", ranks));
   }
@@ -384,7 +384,7 @@ class MpiRuntime {
   }
 
   int world_rank_;
-  double timeout_s_;
+  std::atomic<double> timeout_s_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;
@@ -505,5 +505,10 @@ void FinalizeWorld() {
 }
 
 void SetDiagnosticStep(int64_t step) { g_step.store(step); }
+
+void SetWatchdogTimeout(double seconds) {
+  std::lock_guard<std::mutex> lock(g_world_mu);
+  if (g_runtime != nullptr) g_runtime->set_timeout(seconds);
+}
 
 }  // namespace anvil::comm

@@ -38,6 +38,9 @@ std::unique_ptr<Group> MakeLocalGroup(const std::string& name = "local");
 // with status 0, or mpirun reports the job as failed.
 void FinalizeWorld();
 
+// Changes the watchdog's limit (comm.timeout_s) of later collectives.
+void SetWatchdogTimeout(double seconds);
+
 // The training step the watchdog names in its message (-1: none).
 void SetDiagnosticStep(int64_t step);
 

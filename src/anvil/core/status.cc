@@ -12,6 +12,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss: return "data loss";
     case StatusCode::kUnimplemented: return "unimplemented";
     case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kAborted: return "aborted";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

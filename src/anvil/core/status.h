@@ -19,6 +19,7 @@ enum class StatusCode {
   kDataLoss,         // checksum mismatch, truncated file
   kUnimplemented,    // valid request this build cannot serve
   kResourceExhausted,  // valid request this machine cannot hold (memory)
+  kAborted,          // another rank of the job failed; this one stops with it
   kInternal,
 };
 
@@ -54,6 +55,7 @@ inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented,
 inline Status ResourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }
+inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A value or the Status that explains its absence.

@@ -102,9 +102,13 @@ std::optional<T> GetInteger(const nlohmann::json& j) {
 
 std::string CheckpointDirName(int64_t step) { return fmt::format("step_{}", step); }
 
+std::string CheckpointTempDir(const std::string& run_dir, int64_t step) {
+  return run_dir + "/" + CheckpointDirName(step) + ".tmp";
+}
+
 CheckpointWriter::CheckpointWriter(std::string run_dir, int64_t step)
     : run_dir_(std::move(run_dir)),
-      temp_dir_(run_dir_ + "/" + CheckpointDirName(step) + ".tmp"),
+      temp_dir_(CheckpointTempDir(run_dir_, step)),
       final_dir_(run_dir_ + "/" + CheckpointDirName(step)),
       step_(step) {}
 

@@ -20,6 +20,9 @@ inline constexpr char kLatestFile[] = "latest";
 
 // "step_<N>" (no padding).
 std::string CheckpointDirName(int64_t step);
+// RUN/step_<N>.tmp: where CheckpointWriter::Begin lets the files of step N be
+// written (by every rank of a job) before Commit publishes them.
+std::string CheckpointTempDir(const std::string& run_dir, int64_t step);
 
 // Writes one checkpoint. Begin() makes an empty RUN/step_<N>.tmp/ (removing a
 // stale one from a crash); the caller writes files under temp_dir(); Commit()

@@ -31,6 +31,15 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
   w_ = params_.View(static_cast<const float*>(params_.weights().data()));
   g_ = params_.GradView();
   if (params_.has_bf16()) wb_ = params_.View(static_cast<const BF16*>(params_.bf16().data()));
+  layer_begin_.assign(config.n_layers, params_.size());
+  head_begin_ = params_.size();
+  for (const ParamInfo& p : params_.params()) {
+    if (p.layer >= 0) {
+      layer_begin_[p.layer] = std::min(layer_begin_[p.layer], p.offset);
+    } else if (p.kind != ParamKind::kEmbed) {
+      head_begin_ = std::min(head_begin_, p.offset);
+    }
+  }
 
   rope_storage_ = AlignedBuffer(
       kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) * sizeof(float));
@@ -167,7 +176,7 @@ TokenLayout Llama::Layout(const Batch& batch) {
 
 template <typename A>
 LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward,
-                     float loss_scale, float* logits_out) {
+                     float loss_scale, float* logits_out, const GradsReady& grads_ready) {
   const TokenLayout tok = Layout(batch);
   const int64_t n = tok.n;
   const int layers = static_cast<int>(config_.n_layers);
@@ -212,6 +221,7 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
       HeadForwardBackward(config_, hw, n, options_.head_chunk_rows, s.resid[2 * layers], targets,
                           loss_scale, s.head, s.d_resid, HeadGrads{g_.final_norm, g_.lm_head},
                           s.scratch, ctx);
+  if (grads_ready) grads_ready(head_begin_);
   for (int l = layers - 1; l >= 0; --l) {
     const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
     const MlpWeights<A> mw = MlpWeightsOf<A>(l);
@@ -226,29 +236,31 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
                      MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, s.scratch, ctx);
     AttentionBlockBackward(config_, aw, s.resid[2 * l], s.attn[l], s.d_resid,
                            AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, s.scratch, ctx);
+    if (grads_ready) grads_ready(layer_begin_[l]);
   }
   EmbeddingBlockBackward(config_, n, batch.tokens.data(), s.d_resid, g_.embed, ctx);
+  if (grads_ready) grads_ready(0);
   return {xs.loss_sum, xs.valid_rows};
 }
 
 LossStats Llama::ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch,
-                                 float loss_scale) {
+                                 float loss_scale, const GradsReady& grads_ready) {
   return options_.precision == Precision::kF32
-             ? Run<float>(ctx, batch, true, loss_scale, nullptr)
-             : Run<BF16>(ctx, batch, true, loss_scale, nullptr);
+             ? Run<float>(ctx, batch, true, loss_scale, nullptr, grads_ready)
+             : Run<BF16>(ctx, batch, true, loss_scale, nullptr, grads_ready);
 }
 
 LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch) {
-  return options_.precision == Precision::kF32 ? Run<float>(ctx, batch, false, 0.0f, nullptr)
-                                               : Run<BF16>(ctx, batch, false, 0.0f, nullptr);
+  return options_.precision == Precision::kF32 ? Run<float>(ctx, batch, false, 0.0f, nullptr, nullptr)
+                                               : Run<BF16>(ctx, batch, false, 0.0f, nullptr, nullptr);
 }
 
 void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits) {
   CHECK(logits != nullptr);
   if (options_.precision == Precision::kF32) {
-    Run<float>(ctx, batch, false, 0.0f, logits);
+    Run<float>(ctx, batch, false, 0.0f, logits, nullptr);
   } else {
-    Run<BF16>(ctx, batch, false, 0.0f, logits);
+    Run<BF16>(ctx, batch, false, 0.0f, logits, nullptr);
   }
 }
 

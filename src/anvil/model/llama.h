@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -46,6 +47,9 @@ struct Batch {
   std::span<const int32_t> positions;   // [N] or empty
   int64_t n() const { return rows * seq_len; }
 };
+
+// Called during backward: grads in [from, end of the flat buffer) are final.
+using GradsReady = std::function<void(int64_t from)>;
 
 struct LossStats {
   double loss_sum = 0;  // sum of per-token cross-entropy over counted targets
@@ -99,7 +103,12 @@ class Llama {
   // For the mean over all tokens of an accumulated step pass loss_scale =
   // 1 / (counted targets of all its micro-batches); loss_scale <= 0 means
   // 1 / (this batch's counted targets). Returns this batch's loss sum and count.
-  LossStats ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch, float loss_scale);
+  // `grads_ready`, if given, is called as the backward walks down the model
+  // with an offset `from`: every grad in [from, params().size()) of the flat
+  // buffer is final for this call (the layout is in layer order, the backward
+  // in reverse), ending with 0. Data parallelism starts reducing there.
+  LossStats ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch, float loss_scale,
+                            const GradsReady& grads_ready = nullptr);
   // Evaluation: the loss only; reuses one layer's buffers, keeps nothing.
   LossStats Forward(const kernels::KernelCtx& ctx, const Batch& batch);
   // logits [N, V] of the forward (targets are ignored).
@@ -140,13 +149,17 @@ class Llama {
   Store<A>& store();
   template <typename A>
   LossStats Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward, float loss_scale,
-                float* logits_out);
+                float* logits_out, const GradsReady& grads_ready);
   TokenLayout Layout(const Batch& batch);
 
   ModelConfig config_;
   LlamaOptions options_;
   LlamaParams params_;
   int64_t max_tokens_ = 0;
+  // Flat offsets where the grads become final during backward: the first
+  // tensor of each layer, and of the head (final norm; the LM head when untied).
+  std::vector<int64_t> layer_begin_;
+  int64_t head_begin_ = 0;
   ModelView<const float> w_;     // master weights
   ModelView<const BF16> wb_;     // bf16 shadow (bf16 precision)
   ModelView<float> g_;           // grads

@@ -3,8 +3,10 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "anvil/io/safetensors.h"
 #include "anvil/kernels/optim.h"
@@ -32,7 +34,7 @@ double ChunkSumSquares(const float* x, int64_t n) {
 
 }  // namespace
 
-double GlobalNorm(ThreadPool& pool, std::span<const float> x) {
+std::vector<double> ChunkSumsOfSquares(ThreadPool& pool, std::span<const float> x) {
   const int64_t n = static_cast<int64_t>(x.size());
   const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
   std::vector<double> partial(chunks);
@@ -42,9 +44,17 @@ double GlobalNorm(ThreadPool& pool, std::span<const float> x) {
       partial[c] = ChunkSumSquares(x.data() + first, std::min(kNormChunk, n - first));
     }
   });
+  return partial;
+}
+
+double NormFromChunkSums(std::span<const double> sums) {
   double total = 0;
-  for (double p : partial) total += p;
+  for (double p : sums) total += p;
   return std::sqrt(total);
+}
+
+double GlobalNorm(ThreadPool& pool, std::span<const float> x) {
+  return NormFromChunkSums(ChunkSumsOfSquares(pool, x));
 }
 
 float ClipScale(double norm, double max_norm) {
@@ -67,11 +77,17 @@ std::vector<ParamGroup> LlamaParamGroups(const model::LlamaParams& params) {
 }
 
 AdamW::AdamW(const OptimConfig& config, std::vector<ParamGroup> groups, int64_t size)
+    : AdamW(config, std::move(groups), size, Shard{0, size}) {}
+
+AdamW::AdamW(const OptimConfig& config, std::vector<ParamGroup> groups, int64_t size, Shard shard)
     : config_(config),
       groups_(std::move(groups)),
       size_(size),
-      m_(static_cast<size_t>(size) * sizeof(float)),
-      v_(static_cast<size_t>(size) * sizeof(float)) {
+      shard_(shard),
+      m_(static_cast<size_t>(shard.size()) * sizeof(float)),
+      v_(static_cast<size_t>(shard.size()) * sizeof(float)) {
+  CHECK(shard.begin >= 0 && shard.begin <= shard.end && shard.end <= size)
+      << "shard [" << shard.begin << ", " << shard.end << ") of a layout of " << size;
   for (const ParamGroup& g : groups_) {
     CHECK(g.offset >= 0 && g.numel >= 0 && g.offset + g.numel <= size) << "group out of range";
   }
@@ -87,45 +103,92 @@ void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,
   CHECK(param_bf16.empty() || static_cast<int64_t>(param_bf16.size()) == size_);
   ++step_;
   for (const ParamGroup& g : groups_) {
+    const int64_t begin = std::max(g.offset, shard_.begin);
+    const int64_t end = std::min(g.offset + g.numel, shard_.end);
+    if (begin >= end) continue;
     const kernels::AdamWHyper hyper{.lr = lr,
                                     .beta1 = config_.beta1,
                                     .beta2 = config_.beta2,
                                     .eps = config_.eps,
                                     .weight_decay = g.decay ? config_.weight_decay : 0.0};
-    kernels::AdamWUpdate(ctx, hyper, step_, grad_scale, g.numel, params.data() + g.offset,
-                         grads.data() + g.offset, m().data() + g.offset, v().data() + g.offset,
-                         param_bf16.empty() ? nullptr : param_bf16.data() + g.offset);
+    const int64_t local = begin - shard_.begin;
+    kernels::AdamWUpdate(ctx, hyper, step_, grad_scale, end - begin, params.data() + begin,
+                         grads.data() + begin, m().data() + local, v().data() + local,
+                         param_bf16.empty() ? nullptr : param_bf16.data() + begin);
   }
 }
 
 Status AdamW::Save(const std::string& path) const {
   const std::vector<io::TensorRef> tensors = {
-      {"m", DType::kF32, {size_}, m().data()},
-      {"v", DType::kF32, {size_}, v().data()},
+      {"m", DType::kF32, {shard_.size()}, m().data()},
+      {"v", DType::kF32, {shard_.size()}, v().data()},
   };
   return io::WriteSafetensors(path, tensors,
-                              {{"step", std::to_string(step_)}, {"size", std::to_string(size_)},
+                              {{"step", std::to_string(step_)},
+                               {"size", std::to_string(size_)},
+                               {"shard_begin", std::to_string(shard_.begin)},
+                               {"shard_end", std::to_string(shard_.end)},
                                {"layout", "anvil flat parameter buffer"}});
 }
 
-Status AdamW::Load(const std::string& path) {
-  ASSIGN_OR_RETURN(io::SafetensorsFile file, io::SafetensorsFile::Read(path));
-  const auto it = file.metadata().find("step");
+namespace {
+
+Result<int64_t> MetadataInt(const io::SafetensorsFile& file, const std::string& path,
+                            const std::string& key, std::optional<int64_t> fallback) {
+  const auto it = file.metadata().find(key);
   if (it == file.metadata().end()) {
-    return InvalidArgument(fmt::format("{}: metadata has no \"step\"", path));
+    if (fallback) return *fallback;
+    return InvalidArgument(fmt::format("{}: metadata has no \"{}\"", path, key));
   }
-  int64_t step = 0;
   try {
-    step = std::stoll(it->second);
+    size_t used = 0;
+    const int64_t v = std::stoll(it->second, &used);
+    if (used == it->second.size()) return v;
   } catch (const std::exception&) {
-    return InvalidArgument(fmt::format("{}: metadata step \"{}\" is not an integer", path,
-                                       it->second));
   }
-  ASSIGN_OR_RETURN(const void* m_data, file.Get("m", DType::kF32, {size_}));
-  ASSIGN_OR_RETURN(const void* v_data, file.Get("v", DType::kF32, {size_}));
-  std::memcpy(m().data(), m_data, static_cast<size_t>(size_) * sizeof(float));
-  std::memcpy(v().data(), v_data, static_cast<size_t>(size_) * sizeof(float));
-  step_ = step;
+  return InvalidArgument(fmt::format("{}: metadata {} \"{}\" is not an integer", path, key,
+                                     it->second));
+}
+
+}  // namespace
+
+Status AdamW::Load(std::span<const std::string> paths) {
+  if (paths.empty()) return InvalidArgument("no optimizer state files to load");
+  std::optional<int64_t> step;
+  int64_t covered = 0;  // elements of this shard restored (files do not overlap)
+  for (const std::string& path : paths) {
+    ASSIGN_OR_RETURN(io::SafetensorsFile file, io::SafetensorsFile::Read(path));
+    ASSIGN_OR_RETURN(const int64_t file_step, MetadataInt(file, path, "step", std::nullopt));
+    ASSIGN_OR_RETURN(const int64_t size, MetadataInt(file, path, "size", size_));
+    ASSIGN_OR_RETURN(const int64_t begin, MetadataInt(file, path, "shard_begin", 0));
+    ASSIGN_OR_RETURN(const int64_t end, MetadataInt(file, path, "shard_end", size));
+    if (size != size_) {
+      return InvalidArgument(fmt::format("{}: state of a {}-element layout, this model has {}",
+                                         path, size, size_));
+    }
+    if (begin < 0 || begin > end || end > size) {
+      return InvalidArgument(fmt::format("{}: shard [{}, {}) outside the layout", path, begin, end));
+    }
+    if (step && *step != file_step) {
+      return DataLoss(fmt::format("{}: step {} but {} has step {}", path, file_step, paths[0], *step));
+    }
+    step = file_step;
+    ASSIGN_OR_RETURN(const void* m_data, file.Get("m", DType::kF32, {end - begin}));
+    ASSIGN_OR_RETURN(const void* v_data, file.Get("v", DType::kF32, {end - begin}));
+    const int64_t lo = std::max(begin, shard_.begin), hi = std::min(end, shard_.end);
+    if (lo >= hi) continue;
+    const size_t bytes = static_cast<size_t>(hi - lo) * sizeof(float);
+    std::memcpy(m().data() + (lo - shard_.begin), static_cast<const float*>(m_data) + (lo - begin), bytes);
+    std::memcpy(v().data() + (lo - shard_.begin), static_cast<const float*>(v_data) + (lo - begin), bytes);
+    covered += hi - lo;
+  }
+  if (covered != shard_.size()) {
+    return DataLoss(fmt::format(
+        "optimizer state files cover {} of the {} elements [{}, {}) this rank needs (missing or "
+        "overlapping shards; first file {})",
+        covered, shard_.size(), shard_.begin, shard_.end, paths[0]));
+  }
+  step_ = *step;
   return Status::Ok();
 }
 

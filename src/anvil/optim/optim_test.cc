@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <string>
 #include <numbers>
 #include <vector>
 
@@ -135,7 +137,7 @@ TEST(AdamW, StateRoundTripContinuesBitwise) {
       (std::filesystem::temp_directory_path() / "anvil_optim_test_state.safetensors").string();
   ASSERT_TRUE(a.Save(path).ok());
   AdamW b(oc, groups, n);
-  const Status st = b.Load(path);
+  const Status st = b.Load(std::span<const std::string>(&path, 1));
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(b.step(), 3);
   std::vector<float> w2 = w;
@@ -147,10 +149,66 @@ TEST(AdamW, StateRoundTripContinuesBitwise) {
   EXPECT_EQ(std::memcmp(a.v().data(), b.v().data(), n * sizeof(float)), 0);
 
   AdamW wrong(oc, groups, n + 1);
-  const Status bad = wrong.Load(path);
+  const Status bad = wrong.Load(std::span<const std::string>(&path, 1));
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find(path), std::string::npos) << bad.message();
   std::filesystem::remove(path);
+}
+
+// ZeRO's contract: shards updated separately are bitwise the whole-buffer
+// update, and state saved under one sharding loads into any other.
+TEST(AdamW, ShardsUpdateAndReshardBitwise) {
+  const int64_t n = 5000;
+  OptimConfig oc;
+  oc.weight_decay = 0.1;
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const std::vector<ParamGroup> groups = {{0, 1700, true}, {1700, 1300, false}, {3000, 2000, true}};
+  std::vector<float> whole_w = RandomVector(n, 1), shard_w = whole_w;
+  AdamW whole(oc, groups, n);
+  const Shard thirds[3] = {{0, 1600}, {1600, 3216}, {3216, n}};
+  std::vector<std::unique_ptr<AdamW>> parts;
+  for (const Shard& s : thirds) parts.push_back(std::make_unique<AdamW>(oc, groups, n, s));
+  for (int s = 0; s < 3; ++s) {
+    const std::vector<float> g = RandomVector(n, 10 + s);
+    whole.Step(ctx, 1e-2, 0.5f, whole_w, g, {});
+    for (auto& p : parts) p->Step(ctx, 1e-2, 0.5f, shard_w, g, {});
+  }
+  EXPECT_EQ(std::memcmp(whole_w.data(), shard_w.data(), n * sizeof(float)), 0);
+  for (const auto& p : parts) {
+    EXPECT_EQ(std::memcmp(p->m().data(), whole.m().data() + p->shard().begin,
+                          p->shard().size() * sizeof(float)), 0);
+  }
+  const auto dir = std::filesystem::temp_directory_path();
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    paths.push_back((dir / ("anvil_optim_shard" + std::to_string(i) + ".safetensors")).string());
+    ASSERT_TRUE(parts[i]->Save(paths.back()).ok());
+  }
+  AdamW halves[2] = {AdamW(oc, groups, n, {0, 2500}), AdamW(oc, groups, n, {2500, n})};
+  AdamW rejoined(oc, groups, n);
+  for (AdamW* a : {&halves[0], &halves[1], &rejoined}) {
+    const Status st = a->Load(paths);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(a->step(), 3);
+  }
+  EXPECT_EQ(std::memcmp(rejoined.v().data(), whole.v().data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(halves[1].m().data(), whole.m().data() + 2500, 2500 * sizeof(float)), 0);
+  // A missing shard leaves elements uncovered: an error, not zeros.
+  const Status missing = rejoined.Load(std::span<const std::string>(paths.data(), 2));
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("cover"), std::string::npos) << missing.message();
+  for (const auto& p : paths) std::filesystem::remove(p);
+}
+
+TEST(GlobalNorm, ChunkSumsOfShardsGiveTheWholeNorm) {
+  ThreadPool pool(2);
+  const std::vector<float> x = RandomVector(3 * kNormChunk + 77, 5);
+  std::vector<double> sums = ChunkSumsOfSquares(pool, std::span<const float>(x).subspan(0, kNormChunk * 2));
+  const auto rest = ChunkSumsOfSquares(pool, std::span<const float>(x).subspan(kNormChunk * 2));
+  sums.insert(sums.end(), rest.begin(), rest.end());
+  const double whole = GlobalNorm(pool, x), sharded = NormFromChunkSums(sums);
+  EXPECT_EQ(std::memcmp(&whole, &sharded, sizeof(double)), 0);
 }
 
 TEST(AdamW, NoDecayGroupLeavesZeroGradWeightUnchanged) {

@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/model/hf_checkpoint.h"
@@ -14,17 +18,78 @@
 
 namespace anvil::train {
 
+namespace {
+
+// The optimizer state file of one rank: the whole state in one file when one
+// rank holds it all, else one file per ZeRO shard.
+std::string OptimizerFileName(int rank, int ranks) {
+  return ranks == 1 ? "optimizer.safetensors"
+                    : fmt::format("optimizer-{:05d}-of-{:05d}.safetensors", rank, ranks);
+}
+
+// Every optimizer state file of a checkpoint folder, sorted.
+std::vector<std::string> OptimizerFiles(const std::string& dir) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("optimizer", 0) == 0 && e.path().extension() == ".safetensors") {
+      paths.push_back(e.path().string());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+}  // namespace
+
+// Every rank writes its optimizer shard into the temporary folder rank 0
+// made; rank 0 writes the weights, trainer state and config, and commits
+// (manifest, rename, `latest`) only after every rank's file is written and
+// fsynced, so a failure anywhere leaves the previous checkpoint as `latest`.
 Result<std::string> Trainer::SaveCheckpoint() {
   ANVIL_TRACE_ZONE("checkpoint");
-  ASSIGN_OR_RETURN(io::CheckpointWriter w, io::CheckpointWriter::Begin(options_.run_dir, step_));
-  RETURN_IF_ERROR(model::SaveHfCheckpoint(w.temp_dir(), model_->params()));
-  RETURN_IF_ERROR(optimizer_->Save(w.Path("optimizer.safetensors")));
-  const data::LoaderPosition pos = loader_->position();
+  std::optional<io::CheckpointWriter> writer;
+  Status begun = Status::Ok();
+  if (root()) {
+    auto w = io::CheckpointWriter::Begin(options_.run_dir, step_);
+    if (w.ok()) {
+      writer.emplace(std::move(*w));
+    } else {
+      begun = w.status();
+    }
+  }
+  RETURN_IF_ERROR(Agree(std::move(begun), "starting a checkpoint"));
+  const std::string temp = io::CheckpointTempDir(options_.run_dir, step_);
+  // ZeRO-0 ranks hold the same whole state: rank 0 writes it.
+  const bool sharded = dp_->shard().size() != model_->params().size();
+  Status written = Status::Ok();
+  if (sharded || root()) {
+    written = optimizer_->Save(temp + "/" + OptimizerFileName(rank(), sharded ? world_size() : 1));
+  }
+  if (written.ok() && root()) written = WriteSharedCheckpointFiles(temp);
+  RETURN_IF_ERROR(Agree(std::move(written), "writing a checkpoint"));
+  Status committed = Status::Ok();
+  std::string dir = options_.run_dir + "/" + io::CheckpointDirName(step_);
+  if (root()) {
+    auto c = writer->Commit();
+    committed = c.ok() ? io::PruneCheckpoints(options_.run_dir, static_cast<int>(train_.keep_checkpoints))
+                       : c.status();
+  }
+  RETURN_IF_ERROR(Agree(std::move(committed), "committing a checkpoint"));
+  last_saved_step_ = step_;
+  return dir;
+}
+
+Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
+  RETURN_IF_ERROR(model::SaveHfCheckpoint(temp, model_->params()));
+  const data::LoaderPosition pos = loaders_[0]->position();
   nlohmann::ordered_json s;
-  s["format_version"] = 1;
+  s["format_version"] = 2;
   s["step"] = step_;
   s["tokens_seen"] = tokens_seen_;
   s["seed"] = train_.seed;
+  s["global_batch_rows"] = train_.batch_size * train_.grad_accum * world_size();
   s["loader"] = {{"epoch", pos.epoch}, {"step", pos.step}};
   s["optimizer_step"] = optimizer_->step();
   s["next_lr"] = schedule_->LrAt(step_);
@@ -32,19 +97,17 @@ Result<std::string> Trainer::SaveCheckpoint() {
   s["val_shard_checksum"] = fmt::format("{:016x}", val_shard_->checksum());
   s["precision"] = model::PrecisionName(train_.precision);
   s["schedule_planned"] = schedule_planned_;
-  RETURN_IF_ERROR(WriteFileAtomic(w.Path("trainer_state.json"), s.dump(2) + "\n"));
-  RETURN_IF_ERROR(WriteFileAtomic(w.Path("config.toml"), resolved_config()));
-  ASSIGN_OR_RETURN(std::string dir, w.Commit());
-  RETURN_IF_ERROR(io::PruneCheckpoints(options_.run_dir, static_cast<int>(train_.keep_checkpoints)));
-  last_saved_step_ = step_;
-  return dir;
+  s["layout"] = {{"dp", world_size()}, {"zero", parallel_.zero}, {"grad_accum", train_.grad_accum}};
+  RETURN_IF_ERROR(WriteFileAtomic(temp + "/trainer_state.json", s.dump(2) + "\n"));
+  return WriteFileAtomic(temp + "/config.toml", resolved_config());
 }
 
 Status Trainer::LoadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(path));
   RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, model_->params()));
   model_->RefreshBf16Weights(*ctx_);
-  RETURN_IF_ERROR(optimizer_->Load(info.dir + "/optimizer.safetensors"));
+  // Shards saved under any layout: this rank takes the part it owns now.
+  RETURN_IF_ERROR(optimizer_->Load(OptimizerFiles(info.dir)));
   const std::string state_path = info.dir + "/trainer_state.json";
   ASSIGN_OR_RETURN(const std::string text, ReadFile(state_path));
   ASSIGN_OR_RETURN(const TrainerState s, ParseTrainerState(text, state_path));
@@ -78,16 +141,32 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",
                                 state_path, s.optimizer_step, optimizer_->step()));
   }
-  if (s.loader.step >= loader_->steps_per_epoch()) {
+  // The data of a step depends on the global batch only (trainer.h), so a
+  // checkpoint continues under any layout of the same global batch.
+  const int64_t global_rows = train_.batch_size * train_.grad_accum * world_size();
+  if (s.format_version == 1 && global_rows != train_.batch_size) {
+    return InvalidArgument(fmt::format(
+        "{}: a checkpoint of the first format counts its data in micro-batches of one process; "
+        "resume it with train.grad_accum = 1 on one process",
+        state_path));
+  }
+  if (s.format_version >= 2 && s.global_batch_rows != global_rows) {
+    return InvalidArgument(fmt::format(
+        "{}: the checkpoint's global batch is {} rows, this run's is {} (train.batch_size {} x "
+        "train.grad_accum {} x {} ranks); a resume may change the layout, not the global batch",
+        state_path, s.global_batch_rows, global_rows, train_.batch_size, train_.grad_accum,
+        world_size()));
+  }
+  if (s.loader.step >= loaders_[0]->steps_per_epoch()) {
     return InvalidArgument(fmt::format(
         "{}: loader step {} is past the end of an epoch of {} steps; the checkpoint was made "
         "with another batch shape or data",
-        state_path, s.loader.step, loader_->steps_per_epoch()));
+        state_path, s.loader.step, loaders_[0]->steps_per_epoch()));
   }
   step_ = s.step;
   tokens_seen_ = s.tokens_seen;
   schedule_planned_ = s.schedule_planned;
-  loader_->Seek(s.loader);
+  for (auto& loader : loaders_) loader->Seek(s.loader);
   last_saved_step_ = step_;
   return Status::Ok();
 }

@@ -67,6 +67,7 @@ void MetricsWriter::Write(const StepMetrics& m) {
   j["mem_high_water"] = m.mem_high_water;
   j["tokens"] = m.tokens;
   j["step_seconds"] = m.seconds;
+  if (m.exposed_comm_s >= 0) j["exposed_comm_seconds"] = m.exposed_comm_s;
   std::fputs((j.dump() + "\n").c_str(), file_);
   std::fflush(file_);
 }

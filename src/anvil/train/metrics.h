@@ -22,6 +22,9 @@ struct StepMetrics {
   int64_t mem_high_water = 0;  // process peak resident bytes
   int64_t tokens = 0;      // training tokens seen so far
   double seconds = 0;      // this step's wall time
+  // Data parallel: seconds the step waited for gradient reductions and the
+  // weight gather after its backward (communication not hidden); -1: one process.
+  double exposed_comm_s = -1;
 };
 
 struct EvalMetrics {

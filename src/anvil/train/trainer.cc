@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
@@ -56,10 +57,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // activations) and AdamW's two f32 moments per parameter. A run that cannot
 // fit is refused before anything is allocated; otherwise it would die later
 // in an allocation or by the OOM killer without saying why.
-Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOptions& mo) {
+// Per rank: `accumulate` adds the f32 accumulation buffer of grad_accum > 1;
+// ZeRO-1 divides AdamW's state over `adam_shards` ranks.
+Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOptions& mo,
+                            bool accumulate, int adam_shards) {
   const model::LlamaMemory m = model::Llama::EstimateMemory(mc, mo);
-  const int64_t adam_bytes = m.param_elements * static_cast<int64_t>(2 * sizeof(float));
-  const int64_t need = m.total() + adam_bytes;
+  const int64_t adam_bytes =
+      m.param_elements * static_cast<int64_t>(2 * sizeof(float)) / adam_shards;
+  const int64_t accum_bytes = accumulate ? m.param_elements * static_cast<int64_t>(sizeof(float)) : 0;
+  const int64_t need = m.total() + adam_bytes + accum_bytes;
   const long available = profile::AvailableMemoryBytes();
   if (available >= 0 && need > available) {
     return ResourceExhausted(fmt::format(
@@ -84,26 +90,38 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(Config config, const RunOptions
   return t;
 }
 
+Status Trainer::Agree(Status status, const char* what) {
+  if (world_->size() == 1) return status;
+  const int32_t failed = world_->AllReduceValue<int32_t>(status.ok() ? 0 : 1);
+  if (!status.ok() || failed == 0) return status;
+  return Aborted(fmt::format("{}: another rank failed (its error is on its output)", what));
+}
+
 Status Trainer::Init(Config config, const RunOptions& options) {
   options_ = options;
+  world_ = options.world ? options.world : comm::MakeLocalGroup("world");
   ASSIGN_OR_RETURN(model_config_, model::ModelConfig::FromConfig(config));
   ASSIGN_OR_RETURN(train_, TrainConfig::FromConfig(config));
   ASSIGN_OR_RETURN(optim_config_, optim::OptimConfig::FromConfig(config));
+  ASSIGN_OR_RETURN(parallel_, parallel::ParallelConfig::FromConfig(config));
+  RETURN_IF_ERROR(parallel_.ResolveWorld(world_->size(), config));
   RETURN_IF_ERROR(config.CheckAllUsed());
   config_ = std::move(config);
+  // Up to the first collective (Agree below) every check is the same on
+  // every rank (same config), so an error here is every rank's error.
   if (train_.seq_len > model_config_.max_seq_len) {
     return InvalidArgument(fmt::format("key train.seq_len = {} exceeds model.max_seq_len = {}",
                                        train_.seq_len, model_config_.max_seq_len));
   }
   const std::string& dir = options_.run_dir;
   if (dir.empty()) return InvalidArgument("no run folder given (--out)");
-  RETURN_IF_ERROR(MakeDirectories(dir));
   if (!options_.resume && std::filesystem::exists(dir + "/" + io::kLatestFile)) {
     return InvalidArgument(fmt::format(
         "{}: already holds a run with checkpoints; continue it with `anvil train --resume {}` "
         "or choose another --out",
         dir, dir));
   }
+  RETURN_IF_ERROR(Agree(MakeDirectories(dir), "creating the run folder"));
 
   pool_ = std::make_unique<ThreadPool>(static_cast<int>(train_.threads));
   const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
@@ -111,7 +129,15 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   ctx_ = std::make_unique<kernels::KernelCtx>(*pool_, BestIsa(), scratch);
   // The peaks are MFU's denominators, and "auto" precision picks the faster one.
   std::optional<profile::PeakFlops> peak;
-  if (options_.peak_gflops <= 0 || train_.precision_auto) peak = profile::MeasurePeakFlops(*pool_);
+  if (options_.peak_gflops <= 0 || train_.precision_auto) {
+    peak = profile::MeasurePeakFlops(*pool_);
+    // Rank 0's measurement for all: ranks must pick the same precision.
+    double v[3] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_native ? 1.0 : 0.0};
+    world_->Broadcast(std::span<double>(v), 0);
+    peak->f32_gflops = v[0];
+    peak->bf16_gflops = v[1];
+    peak->bf16_native = v[2] != 0;
+  }
   if (train_.precision_auto) {
     train_.precision = AutoPrecision(*peak);
     config_.Resolve("train.precision", std::string(model::PrecisionName(train_.precision)));
@@ -121,9 +147,41 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   } else {
     peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak->bf16_gflops : peak->f32_gflops;
   }
+  RETURN_IF_ERROR(Agree(Build(), "setting up the run"));
+  if (options_.resume) RETURN_IF_ERROR(Agree(LoadCheckpoint(dir), "loading the checkpoint"));
+  micro_.resize(train_.grad_accum);
+  if (!root()) return Agree(Status::Ok(), "starting the run");
+  // Only now, with the run accepted: a refused resume (other data or
+  // precision given with --set) must not overwrite the config that
+  // `anvil train --resume` reads back.
+  Status written = WriteFileAtomic(dir + "/config.toml", resolved_config());
+  if (written.ok()) {
+    // What the run's throughput and MFU mean depends on this; `anvil report` shows it.
+    written = WriteMachineJson(dir + "/machine.json",
+                               RunMachine{.threads = pool_->size(),
+                                          .isa = IsaName(ctx_->isa()),
+                                          .precision = model::PrecisionName(train_.precision),
+                                          .peak_gflops = peak_gflops_,
+                                          .peak_measured = options_.peak_gflops <= 0});
+  }
+  if (written.ok() && options_.write_metrics) {
+    auto metrics = MetricsWriter::Open(dir + "/metrics.jsonl", step_);
+    if (metrics.ok()) {
+      metrics_ = std::move(*metrics);
+    } else {
+      written = metrics.status();
+    }
+  }
+  return Agree(std::move(written), "starting the run");
+}
+
+// The model, data and optimizer of this rank (no collectives: Init agrees
+// on the outcome).
+Status Trainer::Build() {
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
-  ASSIGN_OR_RETURN(memory_estimate_, CheckMemory(model_config_, mo));
+  ASSIGN_OR_RETURN(memory_estimate_,
+                   CheckMemory(model_config_, mo, train_.grad_accum > 1, parallel_.zero == 1 ? world_->size() : 1));
 
   auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
     const std::string path = train_.data_dir + "/" + name;
@@ -140,82 +198,111 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   };
   ASSIGN_OR_RETURN(train_shard_, open("train.bin"));
   ASSIGN_OR_RETURN(val_shard_, open("val.bin"));
-  const data::LoaderConfig lc{.batch_size = static_cast<int>(train_.batch_size),
-                              .seq_len = static_cast<int>(train_.seq_len),
-                              .mode = train_.mode,
-                              .shuffle = train_.shuffle,
-                              .seed = static_cast<uint64_t>(train_.seed)};
+  // A global step has dp x grad_accum slots of batch_size rows; this rank's
+  // micro-batch i is slot i * dp + rank.
+  const int dp = world_->size();
+  const int slots = static_cast<int>(train_.grad_accum) * dp;
+  data::LoaderConfig lc{.batch_size = static_cast<int>(train_.batch_size),
+                        .seq_len = static_cast<int>(train_.seq_len),
+                        .mode = train_.mode,
+                        .shuffle = train_.shuffle,
+                        .seed = static_cast<uint64_t>(train_.seed),
+                        .rank = 0,
+                        .world_size = slots};
   RETURN_IF_ERROR(lc.Validate());
-  auto loader = data::Loader::Create(*train_shard_, lc);
-  if (!loader.ok()) return loader.status().WithContext("training data");
-  loader_ = std::make_unique<data::Loader>(std::move(*loader));
+  for (int i = 0; i < train_.grad_accum; ++i) {
+    lc.rank = i * dp + world_->rank();
+    auto loader = data::Loader::Create(*train_shard_, lc);
+    if (!loader.ok()) return loader.status().WithContext("training data");
+    loaders_.push_back(std::make_unique<data::Loader>(std::move(*loader)));
+  }
+  // Validation: the first eval_batches windows of one rank's shape, in order;
+  // ranks take turns (batch i on rank i mod dp).
+  lc.rank = 0;
+  lc.world_size = 1;
   auto val_loader = data::Loader::Create(*val_shard_, lc.ForValidation());
   if (!val_loader.ok()) return val_loader.status().WithContext("validation data");
   val_loader_ = std::make_unique<data::Loader>(std::move(*val_loader));
 
   model_ = std::make_unique<model::Llama>(model_config_, mo, *ctx_);
+  std::vector<int64_t> tensor_begins;
+  for (const model::ParamInfo& p : model_->params().params()) tensor_begins.push_back(p.offset);
+  dp_ = std::make_unique<parallel::DataParallel>(
+      *world_, *pool_,
+      parallel::DataParallelOptions{
+          .zero = static_cast<int>(parallel_.zero),
+          .bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(parallel_.bucket_mb * 1024 * 1024 / 4)),
+          .overlap = parallel_.overlap,
+          .grad_accum = train_.grad_accum},
+      model_->params().grads(), tensor_begins);
   optimizer_ = std::make_unique<optim::AdamW>(optim_config_, optim::LlamaParamGroups(model_->params()),
-                                              model_->params().size());
+                                              model_->params().size(), dp_->shard());
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
 
   // Init always (it also zeroes the layout's padding); a resume then loads.
   model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
-  if (options_.resume) RETURN_IF_ERROR(LoadCheckpoint(dir));
-  // Only now, with the run accepted: a refused resume (other data or
-  // precision given with --set) must not overwrite the config that
-  // `anvil train --resume` reads back.
-  RETURN_IF_ERROR(WriteFileAtomic(dir + "/config.toml", resolved_config()));
-  // What the run's throughput and MFU mean depends on this; `anvil report` shows it.
-  RETURN_IF_ERROR(WriteMachineJson(dir + "/machine.json",
-                                   RunMachine{.threads = pool_->size(),
-                                              .isa = IsaName(ctx_->isa()),
-                                              .precision = model::PrecisionName(train_.precision),
-                                              .peak_gflops = peak_gflops_,
-                                              .peak_measured = options_.peak_gflops <= 0}));
-  if (options_.write_metrics) {
-    ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(dir + "/metrics.jsonl", step_));
-  }
-  micro_.resize(train_.grad_accum);
   return Status::Ok();
 }
 
 StepMetrics Trainer::Step() {
   ANVIL_TRACE_ZONE("step");
+  comm::SetDiagnosticStep(step_ + 1);
   const Stopwatch watch;
   const bool packed = train_.mode == data::BatchMode::kPacked;
+  const int accum = static_cast<int>(train_.grad_accum), ranks = world_->size();
   int64_t counted = 0;
   {
     ANVIL_TRACE_ZONE("load_batches");
-    for (Micro& m : micro_) {
-      counted += ToModelBatch(loader_->Next(), packed, m.tokens, m.targets, m.positions,
+    for (int i = 0; i < accum; ++i) {
+      Micro& m = micro_[i];
+      counted += ToModelBatch(loaders_[i]->Next(), packed, m.tokens, m.targets, m.positions,
                               m.cu_seqlens, m.view);
     }
   }
-  {
-    ANVIL_TRACE_ZONE("zero_grads");
-    model_->ZeroGrads(*ctx_);
-  }
+  // The loss is the mean over the global step's counted targets.
+  counted = world_->AllReduceValue<int64_t>(counted);
   const float loss_scale = counted > 0 ? static_cast<float>(1.0 / static_cast<double>(counted)) : 0.0f;
-  double loss_sum = 0;
-  for (Micro& m : micro_) {
+  std::vector<double> loss_sums(accum);
+  const model::GradsReady ready = [this](int64_t from) { dp_->OnGradsReady(from); };
+  for (int i = 0; i < accum; ++i) {
+    {
+      ANVIL_TRACE_ZONE("zero_grads");
+      model_->ZeroGrads(*ctx_);
+    }
     ANVIL_TRACE_ZONE("forward_backward");
-    loss_sum += model_->ForwardBackward(*ctx_, m.view, loss_scale).loss_sum;
+    dp_->BeginMicroBatch(i);
+    loss_sums[i] = model_->ForwardBackward(*ctx_, micro_[i].view, loss_scale, ready).loss_sum;
+  }
+  const std::span<const float> grads = dp_->FinishReduction();
+  // Every slot's loss sum, added in slot order (micro-batch i of rank r is
+  // slot i * dp + r): the same bits for any layout of the same global batch.
+  std::vector<double> all_sums(static_cast<size_t>(accum) * ranks);
+  const std::vector<int64_t> per_rank(ranks, accum);
+  world_->AllGather(std::span<const double>(loss_sums), std::span<double>(all_sums),
+                    std::span<const int64_t>(per_rank));
+  double loss_sum = 0;
+  for (int i = 0; i < accum; ++i) {
+    for (int r = 0; r < ranks; ++r) loss_sum += all_sums[static_cast<size_t>(r) * accum + i];
   }
   model::LlamaParams& params = model_->params();
   double norm = 0;
   {
     ANVIL_TRACE_ZONE("grad_norm");
-    norm = optim::GlobalNorm(*pool_, params.grads());
+    norm = dp_->GradNorm(grads);
   }
   const double lr = schedule_->LrAt(step_);
   {
     ANVIL_TRACE_ZONE("adamw");
     optimizer_->Step(*ctx_, lr, optim::ClipScale(norm, optim_config_.grad_clip), params.weights(),
-                     params.grads(), params.bf16());
+                     grads, params.bf16());
+  }
+  if (dp_->shard().size() != params.size()) {  // ZeRO-1: the other ranks' shards
+    dp_->GatherWeights(params.weights());
+    if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
   }
   ++step_;
-  const int64_t tokens = train_.tokens_per_step();
+  const int64_t tokens = train_.tokens_per_step() * ranks;
   tokens_seen_ += tokens;
   StepMetrics m;
   m.step = step_;
@@ -223,10 +310,14 @@ StepMetrics Trainer::Step() {
   m.lr = lr;
   m.grad_norm = norm;
   m.seconds = watch.Seconds();
+  // The step of the job is the slowest rank's (and every rank must see the
+  // same time: the time budget plans from it).
+  if (ranks > 1) m.seconds = world_->AllReduceValue(m.seconds, comm::ReduceOp::kMax);
   m.tokens_per_s = static_cast<double>(tokens) / std::max(m.seconds, 1e-9);
-  m.mfu = m.tokens_per_s * flops_per_token_ / (peak_gflops_ * 1e9);
+  m.mfu = m.tokens_per_s * flops_per_token_ / (peak_gflops_ * 1e9 * ranks);
   m.mem_high_water = PeakRssBytes();
   m.tokens = tokens_seen_;
+  if (ranks > 1) m.exposed_comm_s = dp_->exposed_comm_seconds();
   return m;
 }
 
@@ -236,15 +327,35 @@ EvalMetrics Trainer::Evaluate() {
   const bool packed = train_.mode == data::BatchMode::kPacked;
   const int64_t batches =
       std::min<int64_t>(train_.eval_batches, static_cast<int64_t>(val_loader_->steps_per_epoch()));
-  double loss_sum = 0;
-  int64_t tokens = 0;
+  const int ranks = world_->size(), me = world_->rank();
+  // Batch i on rank i mod dp; the sums are then added in batch order.
+  std::vector<double> sums;
+  std::vector<int64_t> counts;
   Micro& e = eval_batch_;
-  for (int64_t i = 0; i < batches; ++i) {
+  for (int64_t i = me; i < batches; i += ranks) {
     val_loader_->Fill({0, static_cast<uint64_t>(i)}, &eval_scratch_);
     ToModelBatch(eval_scratch_, packed, e.tokens, e.targets, e.positions, e.cu_seqlens, e.view);
     const model::LossStats s = model_->Forward(*ctx_, e.view);
-    loss_sum += s.loss_sum;
-    tokens += s.tokens;
+    sums.push_back(s.loss_sum);
+    counts.push_back(s.tokens);
+  }
+  std::vector<int64_t> per_rank(ranks);
+  for (int r = 0; r < ranks; ++r) per_rank[r] = (batches - r + ranks - 1) / ranks;
+  std::vector<double> all_sums(batches);
+  std::vector<int64_t> all_counts(batches);
+  world_->AllGather(std::span<const double>(sums), std::span<double>(all_sums),
+                    std::span<const int64_t>(per_rank));
+  world_->AllGather(std::span<const int64_t>(counts), std::span<int64_t>(all_counts),
+                    std::span<const int64_t>(per_rank));
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    // Rank r's j-th batch is batch j * dp + r; gathered at offset(r) + j.
+    const int64_t r = i % ranks, j = i / ranks;
+    int64_t at = j;
+    for (int64_t q = 0; q < r; ++q) at += per_rank[q];
+    loss_sum += all_sums[at];
+    tokens += all_counts[at];
   }
   EvalMetrics m;
   m.step = step_;
@@ -282,8 +393,10 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
   auto finish_trace = [&]() -> Status {
     profile::Tracer::Stop();
     tracing = false;
-    const std::string path = options_.run_dir + "/trace.json";
-    RETURN_IF_ERROR(profile::Tracer::WriteChromeJson(path));
+    // One file per rank (rank 0: trace.json).
+    const std::string path =
+        options_.run_dir + (root() ? std::string("/trace.json") : fmt::format("/trace.rank{}.json", rank()));
+    RETURN_IF_ERROR(Agree(profile::Tracer::WriteChromeJson(path), "writing the trace"));
     message(fmt::format("trace of steps {}..{} ({} events) in {}", trace_begin + 1, step_,
                         profile::Tracer::Events().size(), path));
     return Status::Ok();
@@ -297,11 +410,17 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
   double timed_seconds = 0;
 
   while (step_ < train_.steps) {
-    if (hooks.stop_requested && hooks.stop_requested()) {
+    // Stop decisions are the job's: a rank that stopped alone would leave
+    // the others waiting in the next step's collectives.
+    int32_t stop = 0;
+    if (hooks.stop_requested && hooks.stop_requested()) stop |= 1;
+    if (train_.max_minutes > 0 && session.Seconds() > train_.max_minutes * 60) stop |= 2;
+    if (world_->size() > 1) stop = world_->AllReduceValue(stop, comm::ReduceOp::kMax);
+    if (stop & 1) {
       summary.interrupted = true;
       break;
     }
-    if (train_.max_minutes > 0 && session.Seconds() > train_.max_minutes * 60) {
+    if (stop & 2) {
       summary.time_limited = true;
       message(fmt::format("time limit train.max_minutes = {} reached at step {}", train_.max_minutes,
                           step_));
@@ -318,7 +437,9 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
       ++timed_steps;
       timed_seconds += m.seconds;
       if (BudgetTiming::Done(timed_steps, timed_seconds, step_, optim_config_.warmup_steps)) {
-        RETURN_IF_ERROR(PlanToTimeBudget(timed_steps, timed_seconds, session.Seconds(), hooks));
+        // The slowest rank's clock, so every rank fits the same step count.
+        const double elapsed = world_->AllReduceValue(session.Seconds(), comm::ReduceOp::kMax);
+        RETURN_IF_ERROR(PlanToTimeBudget(timed_steps, timed_seconds, elapsed, hooks));
         planning = false;
       }
     }
@@ -360,7 +481,8 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
                                         .checkpoint_every = train_.checkpoint_every,
                                         .checkpoint_seconds = checkpoint_seconds});
   schedule_planned_ = true;
-  const double tokens_per_s = static_cast<double>(train_.tokens_per_step()) / step_seconds;
+  const double tokens_per_s =
+      static_cast<double>(train_.tokens_per_step() * world_->size()) / step_seconds;
   const std::string head = fmt::format(
       "time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}",
       train_.time_budget_minutes, step_seconds, tokens_per_s, step_ - timed_steps + 1, step_);
@@ -374,7 +496,9 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
   train_.steps = plan.steps;
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   config_.Resolve("train.steps", Config::Value{train_.steps});
-  RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.toml", resolved_config()));
+  RETURN_IF_ERROR(Agree(root() ? WriteFileAtomic(options_.run_dir + "/config.toml", resolved_config())
+                               : Status::Ok(),
+                        "saving the fitted schedule"));
   if (hooks.on_message) {
     hooks.on_message(fmt::format(
         "{}; schedule fitted: train.steps {} -> {}{}, about {:.1f} min in all", head, configured,

@@ -1,7 +1,16 @@
 // The pre-training step loop: micro-batches with gradient accumulation
 // (loss_scale = 1 / counted targets of the whole step), global-norm clipping,
 // AdamW, periodic validation, metrics, checkpoints and bitwise resume.
-// Orchestration only: the math is in model/ and optim/.
+// Orchestration only: the math is in model/ and optim/, the collectives in
+// parallel/ and comm/.
+//
+// Data parallel (parallel.dp ranks, started by mpirun): every rank runs this
+// same loop on its own micro-batches of each global step; micro-batch i of
+// rank r is slot i * dp + r of the step's dp x grad_accum slots, so the data
+// of a step does not depend on the layout, only on the global batch. Losses,
+// the loss scale, the gradient norm, validation and stop decisions are global
+// and the same bits on every rank; rank 0 alone writes metrics, config and
+// the shared files of a checkpoint, each rank its optimizer shard.
 //
 // A run directory holds config.toml (the resolved config), metrics.jsonl (one
 // JSON object per step, plus val_loss lines), machine.json (the machine of the
@@ -22,12 +31,15 @@
 
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
+#include "anvil/comm/group.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/data/loader.h"
 #include "anvil/data/shard.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/llama.h"
 #include "anvil/optim/adamw.h"
+#include "anvil/parallel/config.h"
+#include "anvil/parallel/data_parallel.h"
 #include "anvil/train/config.h"
 #include "anvil/train/metrics.h"
 
@@ -38,7 +50,9 @@ struct RunOptions {
   bool resume = false;           // continue from run_dir's latest checkpoint
   bool trace = false;            // write run_dir/trace.json of a few steps
   double peak_gflops = 0;        // MFU denominator; 0: measure at startup
-  bool write_metrics = true;     // metrics.jsonl
+  bool write_metrics = true;     // metrics.jsonl (rank 0)
+  // The job's ranks (comm::InitWorld); null: this process alone.
+  std::shared_ptr<comm::Group> world = nullptr;
 };
 
 // What the loop reports to its caller (progress display, tests).
@@ -95,17 +109,31 @@ class Trainer {
   // machine's available memory before anything was allocated).
   int64_t memory_estimate() const { return memory_estimate_; }
   int threads() const { return pool_->size(); }
+  // This process's rank and the job's ranks (0 and 1 alone).
+  int rank() const { return world_->rank(); }
+  int world_size() const { return world_->size(); }
+  const parallel::ParallelConfig& parallel_config() const { return parallel_; }
 
  private:
   Trainer() = default;
   Status Init(Config config, const RunOptions& options);
+  Status Build();
   Status LoadCheckpoint(const std::string& path);
+  // Rank 0's files of a checkpoint: weights, trainer state, config.
+  Status WriteSharedCheckpointFiles(const std::string& temp_dir);
+  // Every rank learns whether any failed: a rank that did not fail gets an
+  // error saying another did (its own message is on its stderr). With one
+  // process, `status` itself.
+  Status Agree(Status status, const char* what);
+  bool root() const { return world_->rank() == 0; }
   // Fits train.steps to the time budget (time_budget.h) from the measured
   // step time; rewrites the run's config.toml with the steps chosen.
   Status PlanToTimeBudget(int64_t timed_steps, double timed_seconds, double elapsed_seconds,
                           const Hooks& hooks);
 
   RunOptions options_;
+  std::shared_ptr<comm::Group> world_;
+  parallel::ParallelConfig parallel_;
   TrainConfig train_;
   model::ModelConfig model_config_;
   optim::OptimConfig optim_config_;
@@ -113,8 +141,11 @@ class Trainer {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<kernels::KernelCtx> ctx_;
   std::unique_ptr<data::TokenShard> train_shard_, val_shard_;
-  std::unique_ptr<data::Loader> loader_, val_loader_;
+  // One per micro-batch of a step (slot micro * dp + rank of the global step).
+  std::vector<std::unique_ptr<data::Loader>> loaders_;
+  std::unique_ptr<data::Loader> val_loader_;
   std::unique_ptr<model::Llama> model_;
+  std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;

@@ -32,6 +32,13 @@ Result<TrainerState> ParseTrainerState(std::string_view text, const std::string&
   TrainerState st;
   try {
     const nlohmann::json s = nlohmann::json::parse(text);
+    // Absent in the first checkpoints: format 1.
+    if (s.contains("format_version")) {
+      ASSIGN_OR_RETURN(st.format_version, GetInt(s, "format_version", 1, 2, path));
+    }
+    if (st.format_version >= 2) {
+      ASSIGN_OR_RETURN(st.global_batch_rows, GetInt(s, "global_batch_rows", 1, kMax, path));
+    }
     ASSIGN_OR_RETURN(st.step, GetInt(s, "step", 0, kMax, path));
     ASSIGN_OR_RETURN(st.tokens_seen, GetInt(s, "tokens_seen", 0, kMax, path));
     ASSIGN_OR_RETURN(st.seed, GetInt(s, "seed", INT64_MIN, kMax, path));

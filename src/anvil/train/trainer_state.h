@@ -14,6 +14,10 @@
 namespace anvil::train {
 
 struct TrainerState {
+  // 1: one process, the loader position in micro-batches. 2: the loader
+  // position in global steps of global_batch_rows rows (any layout).
+  int64_t format_version = 1;
+  int64_t global_batch_rows = 0;  // format 2: train.batch_size x grad_accum x dp
   int64_t step = 0;
   int64_t tokens_seen = 0;
   int64_t seed = 0;

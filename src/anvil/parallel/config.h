@@ -1,0 +1,33 @@
+// The parallel layout of a run: "parallel.*" (degrees, ZeRO stage, gradient
+// buckets) and "comm.*" (the collectives' watchdog), read from a run Config
+// and validated once against the job's world size.
+#pragma once
+
+#include <cstdint>
+
+#include "anvil/core/config.h"
+#include "anvil/core/status.h"
+
+namespace anvil::parallel {
+
+struct ParallelConfig {
+  // parallel.dp: data-parallel ranks; 0 means every rank of the job (the
+  // resolved config records the number). The only degree so far, so the
+  // job's world size must equal it.
+  int64_t dp = 0;
+  // parallel.zero: 0 (gradients all-reduced, every rank holds the whole
+  // optimizer state) or 1 (gradients reduce-scattered, each rank updates its
+  // shard of the weights with its shard of the AdamW state, then the weights
+  // are all-gathered).
+  int64_t zero = 0;
+  double bucket_mb = 25;  // parallel.bucket_mb: gradient bucket size (reverse layer order)
+  bool overlap = true;    // parallel.overlap: reduce a bucket as soon as its grads are final
+  double timeout_s = 600;  // comm.timeout_s: a collective that takes longer aborts the job
+
+  static Result<ParallelConfig> FromConfig(Config& config);
+  Status Validate() const;
+  // Fixes dp for a job of `world_size` ranks (dp = 0) or checks it.
+  Status ResolveWorld(int world_size, Config& config);
+};
+
+}  // namespace anvil::parallel

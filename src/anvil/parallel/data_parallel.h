@@ -1,0 +1,106 @@
+// Data parallelism: N ranks each run their micro-batches of a global step;
+// gradients are reduced in buckets while the backward still runs, and with
+// ZeRO-1 each rank updates only its shard of the weights.
+//
+// Gradients. The model writes one micro-batch's gradients into its flat grad
+// buffer (zeroed before each micro-batch). With several micro-batches per
+// rank they are summed into an accumulation buffer in micro-batch order
+// (acc = g0, then acc + g1, ...). On the last micro-batch each bucket (a
+// contiguous range of whole tensors, cut in reverse layer order to about
+// `bucket_elements`) is reduced as soon as the backward has passed it
+// (Llama's GradsReady), overlapping the layers still to come:
+//   ZeRO-0: all-reduced; every rank holds the whole summed gradient.
+//   ZeRO-1: reduce-scattered; each rank holds the sum over its shard only.
+// Every sum is the comm layer's rank-order fold, so one rank with micro-
+// batches m0..m(N-1) and N ranks with one micro-batch each (rank r taking
+// m_r) produce the same bits, for either stage.
+//
+// Shards are SplitEvenly over the flat buffer at multiples of
+// optim::kNormChunk, so the global norm assembled from the shards' chunk sums
+// is the whole buffer's, bitwise.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "anvil/comm/group.h"
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/optim/adamw.h"
+
+namespace anvil::parallel {
+
+struct DataParallelOptions {
+  int zero = 0;                    // 0 or 1
+  int64_t bucket_elements = 1 << 22;
+  bool overlap = true;             // false: every bucket is reduced after the backward
+  int64_t grad_accum = 1;          // micro-batches per rank and step
+};
+
+// A contiguous range [begin, end) of the flat buffers.
+struct Bucket {
+  int64_t begin = 0, end = 0;
+};
+
+// Buckets of whole tensors, from the end of the buffer backwards: a bucket
+// closes once it holds at least `bucket_elements`. `tensor_begins` are the
+// tensors' first offsets (ascending, the first 0); `size` the buffer length.
+// Returned in the order the backward completes them (last tensors first).
+std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t size,
+                                int64_t bucket_elements);
+
+class DataParallel {
+ public:
+  // `grads` is the model's flat grad buffer; `tensor_begins` its tensors'
+  // first offsets. The group and the pool must outlive this object.
+  DataParallel(comm::Group& group, ThreadPool& pool, const DataParallelOptions& options,
+               std::span<float> grads, std::span<const int64_t> tensor_begins);
+
+  int rank() const { return group_.rank(); }
+  int size() const { return group_.size(); }
+  comm::Group& group() { return group_; }
+  const DataParallelOptions& options() const { return options_; }
+  // This rank's shard (ZeRO-1) or the whole buffer (ZeRO-0).
+  optim::Shard shard() const { return shard_; }
+  // Bytes this object allocated (the accumulation buffer), for memory reports.
+  int64_t allocated_bytes() const { return static_cast<int64_t>(accum_.size()); }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+  // Before micro-batch `index` (0 .. grad_accum - 1) of a step; the model's
+  // grads must have been zeroed.
+  void BeginMicroBatch(int index);
+  // Llama's GradsReady: grads in [from, end) are final for this micro-batch.
+  void OnGradsReady(int64_t from);
+  // After the last micro-batch: waits for every reduction. Returns the summed
+  // gradient (whole buffer; under ZeRO-1 only shard() is valid).
+  std::span<const float> FinishReduction();
+  // The L2 norm of the summed gradient over every rank's part.
+  double GradNorm(std::span<const float> reduced);
+  // ZeRO-1: every rank's updated shard of `weights` to every rank (a no-op at ZeRO-0).
+  void GatherWeights(std::span<float> weights);
+
+  // Seconds the last step waited for reductions and the weight gather after
+  // its backward: the communication the compute did not hide.
+  double exposed_comm_seconds() const { return exposed_seconds_; }
+
+ private:
+  std::span<float> Source();
+  void StartBucket(size_t index);
+
+  comm::Group& group_;
+  ThreadPool& pool_;
+  DataParallelOptions options_;
+  std::span<float> grads_;
+  AlignedBuffer accum_;  // [size] with grad_accum > 1
+  std::vector<Bucket> buckets_;
+  std::vector<int64_t> shard_counts_;  // elements per rank
+  optim::Shard shard_;
+  int micro_ = 0;
+  int64_t frontier_ = 0;  // grads in [frontier_, size) are final for this micro-batch
+  size_t next_bucket_ = 0;
+  std::vector<comm::Handle> pending_;
+  double exposed_seconds_ = 0;
+};
+
+}  // namespace anvil::parallel
