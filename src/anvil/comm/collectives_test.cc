@@ -123,6 +123,55 @@ void CheckReductions(Group& g, int& kase, bool async) {
       }
     }
   }
+  // Accumulating forms: out = out + r0 + r1 + ... where out is what the
+  // folding rank held (the owner of the segment).
+  for (int64_t size : kSizes) {
+    const int k = kase++;
+    auto& in = bufs.emplace_back(size);
+    auto& out = bufs.emplace_back(size);
+    auto& rs_out = bufs.emplace_back(size);
+    for (int64_t i = 0; i < size; ++i) {
+      in[i] = Value<T>(me, k, i);
+      out[i] = rs_out[i] = Value<T>(me + 1000, k, i);
+    }
+    const std::vector<int64_t> seg = AllReduceSegments(size, n);
+    int64_t off = 0;
+    for (int r = 0; r < me; ++r) off += seg[r];
+    handles.push_back(g.AllReduceAsync(std::span<const T>(in), std::span<T>(out), ReduceOp::kSum, true));
+    if (!async) handles.back().Wait();
+    handles.push_back(g.ReduceScatterAsync(std::span<const T>(in),
+                                           std::span<T>(rs_out.data() + off, seg[me]),
+                                           std::span<const int64_t>(seg), ReduceOp::kSum, true));
+    if (!async) handles.back().Wait();
+    checks.push_back([&out, &rs_out, k, n, me, seg, off, size] {
+      auto expect = [&](int owner, int64_t i) {
+        if constexpr (std::is_same_v<T, BF16>) {
+          float acc = ToFloat(Value<T>(owner + 1000, k, i));
+          for (int r = 0; r < n; ++r) acc += ToFloat(Value<T>(r, k, i));
+          return ToBF16(acc);
+        } else {
+          T acc = Value<T>(owner + 1000, k, i);
+          for (int r = 0; r < n; ++r) acc = T(acc + Value<T>(r, k, i));
+          return acc;
+        }
+      };
+      int64_t begin = 0;
+      for (int owner = 0; owner < n; ++owner) {
+        for (int64_t i = begin; i < begin + seg[owner]; ++i) {
+          if (!Same(out[i], expect(owner, i))) {
+            Fail(fmt::format("accumulating all-reduce {} n={} size={} i={}", TypeName(TypeOf<T>()), n, size, i));
+            return;
+          }
+          if (owner == me && !Same(rs_out[i], expect(me, i))) {
+            Fail(fmt::format("accumulating reduce-scatter {} n={} i={}", TypeName(TypeOf<T>()), n, i));
+            return;
+          }
+        }
+        begin += seg[owner];
+      }
+      (void)off;
+    });
+  }
   for (size_t i = handles.size(); i-- > 0;) handles[i].Wait();
   for (auto& c : checks) c();
 }

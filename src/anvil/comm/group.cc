@@ -73,6 +73,8 @@ void Group::CheckPeer(int peer) const {
       << "peer " << peer << " of rank " << rank_ << " in group " << name_ << " of size " << size_;
 }
 
+std::vector<int64_t> AllReduceSegments(int64_t n, int size) { return SplitEvenly(n, size, 16); }
+
 std::vector<int64_t> SplitEvenly(int64_t n, int parts, int64_t align) {
   CHECK(parts > 0 && align > 0 && n >= 0) << "SplitEvenly(" << n << ", " << parts << ", " << align << ")";
   const int64_t blocks = (n + align - 1) / align;

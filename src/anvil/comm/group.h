@@ -72,6 +72,9 @@ struct Request {
   Kind kind = Kind::kBarrier;
   Type type = Type::kBytes;
   ReduceOp op = ReduceOp::kSum;
+  // All-reduce and reduce-scatter: fold into what `recv` holds, first in the
+  // fold (recv = recv op r0 op r1 ...); `recv` must not overlap `send`.
+  bool accumulate = false;
   const void* send = nullptr;
   void* recv = nullptr;
   int64_t count = 0;                  // all-reduce, broadcast, send/recv
@@ -106,15 +109,32 @@ class Group {
     r.op = op;
     return Start(std::move(r));
   }
+  // out = out op fold of every rank's `in` (accumulate), or = that fold: an
+  // all-reduce that adds into another buffer, so contributions gathered over
+  // several calls fold in one order: ((acc + r0) + r1) + ... The fold of
+  // rank r's segment (AllReduceSegments) runs on rank r.
+  template <typename T>
+  Handle AllReduceAsync(std::span<const T> in, std::span<T> out, ReduceOp op, bool accumulate) {
+    CHECK_EQ(in.size(), out.size()) << "all-reduce on group " << name_ << ": sizes differ";
+    CHECK(!accumulate || !Overlap(in, out)) << "accumulating all-reduce in place";
+    Request r = Make<T>(Request::Kind::kAllReduce, in.data(), out.data(), Count(in));
+    r.op = op;
+    r.accumulate = accumulate;
+    return Start(std::move(r));
+  }
   // Rank r receives, in `out`, the fold of every rank's segment r of `in`
   // (segments of counts[0], counts[1], ... elements, back to back). `out` may
-  // be rank r's own segment of `in` (in place).
+  // be rank r's own segment of `in` (in place) unless `accumulate`, which
+  // folds into what `out` holds (out = out op r0 op r1 ...).
   template <typename T>
   Handle ReduceScatterAsync(std::span<const T> in, std::span<T> out,
-                            std::span<const int64_t> counts, ReduceOp op = ReduceOp::kSum) {
+                            std::span<const int64_t> counts, ReduceOp op = ReduceOp::kSum,
+                            bool accumulate = false) {
     CheckSegments(counts, Count(in), Count(out), "reduce-scatter");
+    CHECK(!accumulate || !Overlap(in, out)) << "accumulating reduce-scatter in place";
     Request r = Make<T>(Request::Kind::kReduceScatter, in.data(), out.data(), Count(in));
     r.op = op;
+    r.accumulate = accumulate;
     r.counts.assign(counts.begin(), counts.end());
     return Start(std::move(r));
   }
@@ -205,6 +225,12 @@ class Group {
  private:
   template <typename T>
   static int64_t Count(std::span<T> s) { return static_cast<int64_t>(s.size()); }
+  template <typename A, typename B>
+  static bool Overlap(std::span<A> a, std::span<B> b) {
+    const auto* a0 = reinterpret_cast<const std::byte*>(a.data());
+    const auto* b0 = reinterpret_cast<const std::byte*>(b.data());
+    return !a.empty() && !b.empty() && a0 < b0 + b.size_bytes() && b0 < a0 + a.size_bytes();
+  }
   template <typename T>
   static Request Make(Request::Kind kind, const void* send, void* recv, int64_t count) {
     Request r;
@@ -225,6 +251,11 @@ class Group {
   std::string name_;
   std::vector<int> world_ranks_;
 };
+
+// The segment of an all-reduce of n elements each rank folds (rank r: the
+// r-th of SplitEvenly(n, size, 16)); a reduce-scatter with these counts
+// leaves each rank the part an all-reduce's fold would.
+std::vector<int64_t> AllReduceSegments(int64_t n, int size);
 
 // Equal-as-possible segments of n elements over `parts` ranks, each a
 // multiple of `align` elements except the last non-empty one (the first

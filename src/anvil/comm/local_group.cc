@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "anvil/comm/fold.h"
+
 namespace anvil::comm {
 
 std::unique_ptr<Group> LocalGroup::Split(int, int, const std::string& name) {
@@ -14,12 +16,24 @@ Handle LocalGroup::Start(Request r) {
   auto copy = [&](const void* from, void* to, int64_t count) {
     if (from != to && count > 0) std::memmove(to, from, static_cast<size_t>(count) * es);
   };
+  auto reduce = [&](int64_t count) {
+    if (r.accumulate) {
+      const void* inputs[2] = {r.recv, r.send};
+      FoldInOrder(r.type, r.op, inputs, r.recv, count);
+    } else {
+      copy(r.send, r.recv, count);
+    }
+  };
   switch (r.kind) {
     case Request::Kind::kAllReduce:
+      reduce(r.count);
+      break;
+    case Request::Kind::kReduceScatter:
+      reduce(r.counts[0]);
+      break;
     case Request::Kind::kBroadcast:
       copy(r.send, r.recv, r.count);
       break;
-    case Request::Kind::kReduceScatter:
     case Request::Kind::kAllGather:
       copy(r.send, r.recv, r.counts[0]);
       break;

@@ -39,7 +39,6 @@ namespace {
 constexpr int kUserTagLimit = 1 << 16;  // Send/Recv tags are below this
 constexpr int kTagSpace = 1 << 14;      // collectives: kUserTagLimit + sequence % kTagSpace
 constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
-constexpr int64_t kFoldAlign = 16;      // all-reduce segments: whole vectors
 constexpr double kSpinSeconds = 50e-6;  // poll without sleeping this long after progress
 constexpr long kMaxSleepNs = 200'000;
 
@@ -283,7 +282,7 @@ class MpiRuntime {
     };
     switch (r.kind) {
       case Request::Kind::kAllReduce:
-        r.counts = SplitEvenly(r.count, n, kFoldAlign);
+        r.counts = AllReduceSegments(r.count, n);
         [[fallthrough]];
       case Request::Kind::kReduceScatter: {
         job.offsets = Offsets(r.counts);
@@ -365,17 +364,19 @@ class MpiRuntime {
                           r.kind != Request::Kind::kReduceScatter)) {
       return true;
     }
-    // Fold this rank's segment: its own values and the received ones, in rank order.
+    // Fold this rank's segment: what it holds already (accumulate), then its
+    // own values and the received ones in rank order.
     const int n = job.group->size(), me = job.group->rank();
     const int64_t es = TypeSize(r.type), mine = r.counts[me];
-    std::vector<const void*> inputs(n);
-    for (int p = 0; p < n; ++p) {
-      inputs[p] = p == me ? static_cast<const std::byte*>(r.send) + job.offsets[me] * es
-                          : static_cast<const void*>(job.staging.data() + p * mine * es);
-    }
     void* out = r.kind == Request::Kind::kAllReduce
                     ? static_cast<std::byte*>(r.recv) + job.offsets[me] * es
                     : r.recv;
+    std::vector<const void*> inputs;
+    if (r.accumulate) inputs.push_back(out);
+    for (int p = 0; p < n; ++p) {
+      inputs.push_back(p == me ? static_cast<const std::byte*>(r.send) + job.offsets[me] * es
+                               : static_cast<const void*>(job.staging.data() + p * mine * es));
+    }
     FoldInOrder(r.type, r.op, inputs, out, mine);
     if (r.kind == Request::Kind::kReduceScatter) return true;
     job.phase = 1;  // all-reduce: gather the folded segments

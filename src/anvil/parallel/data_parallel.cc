@@ -42,60 +42,52 @@ DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParal
     for (int r = 0; r < group.rank(); ++r) begin += shard_counts_[r];
     shard_ = {begin, begin + shard_counts_[group.rank()]};
   }
-  if (options.grad_accum > 1) {
+  if (options.grad_accum > 1) {  // whole-buffer: ZeRO-0's sum is gathered into it
     accum_ = AlignedBuffer(static_cast<size_t>(n) * sizeof(float));
     std::memset(accum_.data(), 0, accum_.size());  // first touch once, here
   }
 }
 
-std::span<float> DataParallel::Source() {
+std::span<float> DataParallel::Sum() {
   if (options_.grad_accum == 1) return grads_;
   return {reinterpret_cast<float*>(accum_.data()), grads_.size()};
 }
 
+void DataParallel::WaitPending() {
+  for (comm::Handle& h : pending_) h.Wait();
+  pending_.clear();
+}
+
 void DataParallel::BeginMicroBatch(int index) {
   CHECK(index >= 0 && index < options_.grad_accum) << "micro-batch " << index;
-  CHECK(index == 0 || index == micro_ + 1) << "micro-batches must come in order";
-  CHECK(index == 0 || frontier_ == 0) << "the previous micro-batch's backward did not finish";
+  CHECK(index == 0 || (index == micro_ + 1 && frontier_ == 0))
+      << "micro-batches must come in order, each after the previous one's backward";
+  CHECK(index > 0 || pending_.empty()) << "FinishReduction was not called for the previous step";
+  if (index > 0) {
+    ANVIL_TRACE_ZONE("dp_reduce_wait");
+    const Stopwatch watch;
+    WaitPending();
+    exposed_seconds_ += watch.Seconds();
+  } else {
+    exposed_seconds_ = 0;
+  }
   micro_ = index;
   frontier_ = static_cast<int64_t>(grads_.size());
-  if (index == 0) {
-    CHECK(pending_.empty()) << "FinishReduction was not called for the previous step";
-    next_bucket_ = 0;
-  }
+  next_bucket_ = 0;
 }
 
 void DataParallel::OnGradsReady(int64_t from) {
   CHECK(from >= 0 && from <= frontier_) << "grads ready from " << from << " after " << frontier_;
-  if (options_.grad_accum > 1 && from < frontier_) {
-    // acc = g0, then acc + g1, ...: the order one rank with more micro-batches
-    // and N ranks folding the same micro-batches in rank order share.
-    float* acc = Source().data();
-    const float* g = grads_.data();
-    const bool first = micro_ == 0;
-    pool_.ParallelFor(frontier_ - from, [&](int64_t b, int64_t e, int) {
-      if (first) {
-        std::memcpy(acc + from + b, g + from + b, static_cast<size_t>(e - b) * sizeof(float));
-      } else {
-        for (int64_t i = from + b; i < from + e; ++i) acc[i] = acc[i] + g[i];
-      }
-    });
-  }
   frontier_ = from;
-  if (micro_ != options_.grad_accum - 1 || !options_.overlap) return;
+  // Without overlap every bucket starts once the whole backward is done.
+  if (!options_.overlap && frontier_ > 0) return;
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= frontier_) {
     StartBucket(next_bucket_++);
   }
 }
 
-void DataParallel::StartBucket(size_t index) {
-  const Bucket& b = buckets_[index];
-  const std::span<float> src = Source().subspan(b.begin, b.end - b.begin);
-  if (options_.zero == 0) {
-    pending_.push_back(group_.AllReduceAsync(src));
-    return;
-  }
-  // Each rank receives the part of the bucket inside its shard.
+std::vector<int64_t> DataParallel::Segments(const Bucket& b) const {
+  if (options_.zero == 0) return comm::AllReduceSegments(b.end - b.begin, group_.size());
   std::vector<int64_t> counts(group_.size());
   int64_t shard_begin = 0;
   for (int r = 0; r < group_.size(); ++r) {
@@ -104,22 +96,38 @@ void DataParallel::StartBucket(size_t index) {
     counts[r] = std::max<int64_t>(0, hi - lo);
     shard_begin += shard_counts_[r];
   }
-  const int64_t mine_lo = std::clamp(shard_.begin, b.begin, b.end);
-  pending_.push_back(group_.ReduceScatterAsync(
-      std::span<const float>(src), Source().subspan(mine_lo, counts[group_.rank()]),
-      std::span<const int64_t>(counts)));
+  return counts;
+}
+
+void DataParallel::StartBucket(size_t index) {
+  const Bucket& b = buckets_[index];
+  const int64_t count = b.end - b.begin;
+  const std::span<const float> grads = grads_.subspan(b.begin, count);
+  const std::span<float> sum = Sum().subspan(b.begin, count);
+  const bool last = micro_ == options_.grad_accum - 1, accumulate = micro_ > 0;
+  if (options_.zero == 0 && last) {  // the whole summed gradient on every rank
+    pending_.push_back(options_.grad_accum == 1
+                           ? group_.AllReduceAsync(sum)
+                           : group_.AllReduceAsync(grads, sum, comm::ReduceOp::kSum, accumulate));
+    return;
+  }
+  // Each rank folds its segment of the bucket into the sum.
+  const std::vector<int64_t> counts = Segments(b);
+  int64_t mine = 0;
+  for (int r = 0; r < group_.rank(); ++r) mine += counts[r];
+  pending_.push_back(group_.ReduceScatterAsync(grads, sum.subspan(mine, counts[group_.rank()]),
+                                               std::span<const int64_t>(counts),
+                                               comm::ReduceOp::kSum, accumulate));
 }
 
 std::span<const float> DataParallel::FinishReduction() {
   ANVIL_TRACE_ZONE("dp_reduce_wait");
-  CHECK(micro_ == options_.grad_accum - 1 && frontier_ == 0)
+  CHECK(micro_ == options_.grad_accum - 1 && frontier_ == 0 && next_bucket_ == buckets_.size())
       << "FinishReduction before the last micro-batch's backward finished";
   const Stopwatch watch;
-  while (next_bucket_ < buckets_.size()) StartBucket(next_bucket_++);
-  for (comm::Handle& h : pending_) h.Wait();
-  pending_.clear();
-  exposed_seconds_ = watch.Seconds();
-  return Source();
+  WaitPending();
+  exposed_seconds_ += watch.Seconds();
+  return Sum();
 }
 
 double DataParallel::GradNorm(std::span<const float> reduced) {

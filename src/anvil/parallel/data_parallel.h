@@ -2,18 +2,26 @@
 // gradients are reduced in buckets while the backward still runs, and with
 // ZeRO-1 each rank updates only its shard of the weights.
 //
-// Gradients. The model writes one micro-batch's gradients into its flat grad
-// buffer (zeroed before each micro-batch). With several micro-batches per
-// rank they are summed into an accumulation buffer in micro-batch order
-// (acc = g0, then acc + g1, ...). On the last micro-batch each bucket (a
-// contiguous range of whole tensors, cut in reverse layer order to about
-// `bucket_elements`) is reduced as soon as the backward has passed it
+// The order of the sum. A global step has S = N x grad_accum micro-batch
+// slots; micro-batch i of rank r is slot i*N + r. The step's gradient is the
+// left fold over the slots in order, ((g0 + g1) + g2) + ..., for every
+// layout: after micro-batch i every rank's contribution is folded, in rank
+// order, into the accumulated sum of the slots before (the comm layer's
+// accumulating reduce-scatter, run by the rank that owns each element). So one
+// process accumulating S micro-batches, S ranks with one each, and S/2 ranks
+// with two each all produce the same bits, and a checkpoint continues under
+// any layout of the same global batch.
+//
+// Buckets (contiguous ranges of whole tensors, about `bucket_elements`, cut
+// in reverse layer order) are reduced as soon as the backward has passed them
 // (Llama's GradsReady), overlapping the layers still to come:
-//   ZeRO-0: all-reduced; every rank holds the whole summed gradient.
+//   ZeRO-0: all-reduced on the last micro-batch (reduce-scattered into the
+//           sum on earlier ones); every rank ends with the whole gradient.
 //   ZeRO-1: reduce-scattered; each rank holds the sum over its shard only.
-// Every sum is the comm layer's rank-order fold, so one rank with micro-
-// batches m0..m(N-1) and N ranks with one micro-batch each (rank r taking
-// m_r) produce the same bits, for either stage.
+// With one micro-batch per rank the reduction runs in place in the model's
+// grad buffer; with more, into an accumulation buffer, and the next micro-
+// batch's backward waits for the previous one's reductions (it reuses the
+// model's grad buffer).
 //
 // Shards are SplitEvenly over the flat buffer at multiples of
 // optim::kNormChunk, so the global norm assembled from the shards' chunk sums
@@ -67,8 +75,9 @@ class DataParallel {
   int64_t allocated_bytes() const { return static_cast<int64_t>(accum_.size()); }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
-  // Before micro-batch `index` (0 .. grad_accum - 1) of a step; the model's
-  // grads must have been zeroed.
+  // Before micro-batch `index` (0 .. grad_accum - 1) of a step, and before the
+  // model's grads are zeroed for it: waits for the previous micro-batch's
+  // reductions, which read them.
   void BeginMicroBatch(int index);
   // Llama's GradsReady: grads in [from, end) are final for this micro-batch.
   void OnGradsReady(int64_t from);
@@ -85,8 +94,13 @@ class DataParallel {
   double exposed_comm_seconds() const { return exposed_seconds_; }
 
  private:
-  std::span<float> Source();
+  // Where the step's sum is formed: the model's grads (one micro-batch per
+  // rank) or the accumulation buffer.
+  std::span<float> Sum();
   void StartBucket(size_t index);
+  // Each rank's part of bucket [begin, end): its fold segment.
+  std::vector<int64_t> Segments(const Bucket& b) const;
+  void WaitPending();
 
   comm::Group& group_;
   ThreadPool& pool_;
@@ -98,7 +112,7 @@ class DataParallel {
   optim::Shard shard_;
   int micro_ = 0;
   int64_t frontier_ = 0;  // grads in [frontier_, size) are final for this micro-batch
-  size_t next_bucket_ = 0;
+  size_t next_bucket_ = 0;  // of this micro-batch
   std::vector<comm::Handle> pending_;
   double exposed_seconds_ = 0;
 };

@@ -266,12 +266,12 @@ StepMetrics Trainer::Step() {
   std::vector<double> loss_sums(accum);
   const model::GradsReady ready = [this](int64_t from) { dp_->OnGradsReady(from); };
   for (int i = 0; i < accum; ++i) {
+    dp_->BeginMicroBatch(i);  // waits for reductions still reading the grads
     {
       ANVIL_TRACE_ZONE("zero_grads");
       model_->ZeroGrads(*ctx_);
     }
     ANVIL_TRACE_ZONE("forward_backward");
-    dp_->BeginMicroBatch(i);
     loss_sums[i] = model_->ForwardBackward(*ctx_, micro_[i].view, loss_scale, ready).loss_sum;
   }
   const std::span<const float> grads = dp_->FinishReduction();

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Data parallel trains the same model as one process, bit for bit:
+#  1. N ranks with one micro-batch each == 1 process accumulating N (N = 2, 4;
+#     ZeRO-0 and ZeRO-1; f32 and bf16): every loss, gradient norm and
+#     validation loss, the final weights and AdamW's m and v
+#     (compare_runs.py). Also with overlap off, with one tensor per bucket,
+#     and 2 ranks x 2 micro-batches (ZeRO-0 and ZeRO-1) == 1 process x 4.
+#  2. Resharding: a run started as dp4-zero1, continued from its step-2
+#     checkpoint by 1 process (grad_accum 4), continued from that run's
+#     step-4 checkpoint as dp2-zero1 (grad_accum 2), ends where the
+#     uninterrupted 1-process run ends.
+#  3. A layout the job cannot have is refused with a clear message.
+# Usage: dp_test.sh REPO ANVIL
+set -uo pipefail
+repo=$1 anvil=$2
+work=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "work: $work"
+fail() { echo "FAIL: $*"; exit 1; }
+source "$repo/tests/train/micro_run.sh"
+compare() { /usr/bin/python3 "$repo/tests/train/compare_runs.py" "$@" || fail "runs differ: $*"; }
+mpi() { local np=$1; shift; "$repo/scripts/mpirun_test.sh" "$np" "$anvil" "$@"; }
+
+micro_data
+micro_toml 6 3 2
+cfg=$work/micro.toml
+
+one() {  # one OUT PRECISION ACCUM [sets...]
+  local out=$1 p=$2 accum=$3
+  shift 3
+  "$anvil" train --config "$cfg" --out "$work/$out" --set train.precision="$p" \
+    --set train.grad_accum="$accum" "$@" > "$work/$out.log" 2>&1 || { cat "$work/$out.log"; fail "$out"; }
+}
+dp() {  # dp OUT NP PRECISION ZERO ACCUM [sets...]
+  local out=$1 np=$2 p=$3 zero=$4 accum=$5
+  shift 5
+  mpi "$np" train --config "$cfg" --out "$work/$out" --set train.precision="$p" \
+    --set parallel.zero="$zero" --set train.grad_accum="$accum" "$@" > "$work/$out.log" 2>&1 \
+    || { cat "$work/$out.log"; fail "$out"; }
+}
+
+# 1. The equivalence matrix.
+for p in f32 bf16; do
+  for n in 2 4; do
+    one "one_${p}_a$n" "$p" "$n"
+    for zero in 0 1; do
+      dp "dp${n}_z${zero}_$p" "$n" "$p" "$zero" 1
+      compare "$work/one_${p}_a$n" "$work/dp${n}_z${zero}_$p"
+    done
+  done
+done
+dp dp2_z1_nooverlap 2 f32 1 1 --set parallel.overlap=false
+compare "$work/one_f32_a2" "$work/dp2_z1_nooverlap"
+dp dp2_z0_tiny_buckets 2 bf16 0 1 --set parallel.bucket_mb=0.000001
+compare "$work/one_bf16_a2" "$work/dp2_z0_tiny_buckets"
+dp dp2_z0_a2 2 f32 0 2
+dp dp2_z1_a2 2 f32 1 2
+compare "$work/dp2_z0_a2" "$work/dp2_z1_a2"
+compare "$work/one_f32_a4" "$work/dp2_z0_a2"  # 2 ranks x 2 micro-batches == 1 x 4
+
+# 2. Resharding: dp4-zero1 -> 1 process -> dp2-zero1.
+keep=(--set train.checkpoint_every=2 --set train.keep_checkpoints=0)
+one base f32 4 "${keep[@]}"
+dp stage1 4 f32 1 1 "${keep[@]}"
+rewind() {  # rewind FROM TO STEP: TO is FROM as it was at checkpoint STEP
+  cp -r "$work/$1" "$work/$2"
+  echo "step_$3" > "$work/$2/latest"
+  for d in "$work/$2"/step_*; do
+    [ "${d##*/step_}" -gt "$3" ] && rm -rf "$d"
+  done
+  return 0
+}
+rewind stage1 stage2 2
+"$anvil" train --resume "$work/stage2" --set parallel.dp=1 --set train.grad_accum=4 \
+  > "$work/stage2.log" 2>&1 || { cat "$work/stage2.log"; fail "1-process resume of a dp4-zero1 checkpoint"; }
+rewind stage2 stage3 4
+mpi 2 train --resume "$work/stage3" --set parallel.dp=2 --set train.grad_accum=2 \
+  > "$work/stage3.log" 2>&1 || { cat "$work/stage3.log"; fail "dp2-zero1 resume of a 1-process checkpoint"; }
+compare "$work/base" "$work/stage1"
+compare "$work/base" "$work/stage2" --from-step 2
+compare "$work/base" "$work/stage3" --from-step 4
+
+# 3. Refusals.
+if mpi 2 train --config "$cfg" --out "$work/bad" --set parallel.dp=4 > "$work/bad.log" 2>&1; then
+  fail "parallel.dp = 4 on 2 ranks must be refused"
+fi
+grep -q "parallel.dp = 4 but the job has 2 ranks" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear dp message"; }
+if mpi 2 train --resume "$work/stage3" --set train.grad_accum=1 > "$work/bad2.log" 2>&1; then
+  fail "a resume that changes the global batch must be refused"
+fi
+grep -q "a resume may change the layout, not the global batch" "$work/bad2.log" || { cat "$work/bad2.log"; fail "no global-batch message"; }
+echo "ok: data parallel == one process, bitwise, for every case; checkpoints reshard"
