@@ -266,6 +266,11 @@ class MpiRuntime {
     } while (done < bytes);
   }
 
+  // memmove, for buffers that may be empty (and then null).
+  static void Copy(void* to, const void* from, int64_t bytes) {
+    if (bytes > 0) std::memmove(to, from, static_cast<size_t>(bytes));
+  }
+
   static std::vector<int64_t> Offsets(const std::vector<int64_t>& counts) {
     std::vector<int64_t> off(counts.size() + 1, 0);
     for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
@@ -298,7 +303,7 @@ class MpiRuntime {
       case Request::Kind::kAllGather: {
         job.offsets = Offsets(r.counts);
         void* own = at(r.recv, job.offsets[me]);
-        if (own != r.send) std::memmove(own, r.send, static_cast<size_t>(r.counts[me] * es));
+        if (own != r.send) Copy(own, r.send, r.counts[me] * es);
         PostGather(job);
         break;
       }
@@ -315,8 +320,7 @@ class MpiRuntime {
         const auto send_off = Offsets(r.counts), recv_off = Offsets(r.recv_counts);
         CHECK_EQ(r.counts[me], r.recv_counts[me]) << "all-to-all on " << job.group->name()
                                                   << ": this rank's own segment sizes differ";
-        std::memmove(at(r.recv, recv_off[me]), at(r.send, send_off[me]),
-                     static_cast<size_t>(r.counts[me] * es));
+        Copy(at(r.recv, recv_off[me]), at(r.send, send_off[me]), r.counts[me] * es);
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
           Message(job, true, at(r.recv, recv_off[p]), r.recv_counts[p] * es, p);
