@@ -14,8 +14,9 @@ peer_pkgs=(libopenblas-dev libdnnl-dev python3 python3-numpy python3-torch
            libtcmalloc-minimal4)
 # Test tools: clang with libFuzzer and the sanitizer runtimes (fuzz/,
 # scripts/run_fuzz.sh; llvm for readable stack traces), and headless Chromium
-# to render `anvil report` pages.
-test_pkgs=(clang libclang-rt-14-dev llvm-14 chromium)
+# to render `anvil report` pages; iproute2 for the two-host test's network
+# namespaces.
+test_pkgs=(clang libclang-rt-14-dev llvm-14 chromium iproute2)
 # The npm client, for the Brown corpus package.
 npm_pkgs=(nodejs npm)
 
