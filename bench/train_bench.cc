@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/core/config.h"
 #include "anvil/core/rng.h"
@@ -45,15 +46,45 @@ struct Figures {
   double mfu = 0;
 };
 
+// Runs `cmd`, returns the last JSON object it printed.
+Result<nlohmann::json> RunForJson(const std::string& cmd) {
+  std::FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return Internal("cannot start: " + cmd);
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
+  const int rc = ::pclose(pipe);
+  const size_t brace = out.rfind("\n{");
+  const std::string last = brace == std::string::npos ? out : out.substr(brace + 1);
+  nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+  if (rc != 0 || j.is_discarded() || !j.is_object()) {
+    return Internal(fmt::format("{} failed (exit {}):\n{}", cmd, rc, out));
+  }
+  return j;
+}
+
 }  // namespace
 
+int RunDataParallelBench(const TrainBenchOptions& o);
+
 int RunTrainBench(const TrainBenchOptions& o) {
+  if (o.dp > 1 && !o.dp_worker) return RunDataParallelBench(o);
   auto fail = [](const Status& s) {
     fmt::print(stderr, "anvil bench train: {}\n", s.ToString());
     return 1;
   };
   auto config = Config::FromFile(o.config);
   if (!config.ok()) return fail(config.status());
+  for (const std::string& set : o.sets) {
+    if (Status s = config->Set(set); !s.ok()) return fail(s);
+  }
+  std::shared_ptr<comm::Group> world;
+  if (o.dp_worker) {
+    auto w = comm::InitWorld();
+    if (!w.ok()) return fail(w.status());
+    world = *w;
+  }
   Config peer_view = *config;  // to read the model keys for the peer
   auto mc = model::ModelConfig::FromConfig(peer_view);
   if (!mc.ok()) return fail(mc.status());
@@ -79,6 +110,47 @@ int RunTrainBench(const TrainBenchOptions& o) {
   Figures anvil_fig;
   double peak = 0, flops_per_token = mc->FlopsPerToken(tc->seq_len);
   int threads = 0;
+  if (o.dp_worker) {
+    auto trainer = train::Trainer::Create(
+        std::move(*config),
+        train::RunOptions{.run_dir = tmp + "/run", .write_metrics = false, .world = world});
+    if (!trainer.ok()) {
+      fs::remove_all(tmp);
+      return fail(trainer.status());
+    }
+    train::Trainer& t = **trainer;
+    for (int i = 0; i < o.warmup; ++i) t.Step();
+    double exposed = 0, seconds = 0;
+    for (int i = 0; i < o.steps; ++i) {
+      const train::StepMetrics m = t.Step();  // seconds: the slowest rank's
+      seconds += m.seconds;
+      exposed += t.exposed_comm_seconds();
+    }
+    // The largest exposed share and resident set over the ranks.
+    const double share = world->AllReduceValue(exposed / seconds, comm::ReduceOp::kMax);
+    const int64_t rss = world->AllReduceValue<int64_t>(train::PeakRssBytes(), comm::ReduceOp::kMax);
+    const train::StateMemory mem = t.state_memory();
+    if (world->rank() == 0) {
+      nlohmann::ordered_json j;
+      j["ranks"] = world->size();
+      j["threads_per_rank"] = t.threads();
+      j["zero"] = t.parallel_config().zero;
+      j["overlap"] = t.parallel_config().overlap;
+      j["tokens_per_s"] = static_cast<double>(o.steps * tc->tokens_per_step() * world->size()) / seconds;
+      j["exposed_comm_share"] = share;
+      j["params"] = mem.params;
+      j["state_bytes_rank0"] = mem.total();
+      j["adam_bytes_rank0"] = mem.adam;
+      j["accumulation_bytes_rank0"] = mem.accumulation;
+      j["grad_accum"] = tc->grad_accum;
+      j["max_rss_bytes"] = rss;
+      fmt::print("{}\n", j.dump());
+    }
+    trainer->reset();
+    fs::remove_all(tmp);
+    comm::FinalizeWorld();
+    return 0;
+  }
   {
     auto trainer = train::Trainer::Create(
         std::move(*config), train::RunOptions{.run_dir = tmp + "/run", .write_metrics = false});
@@ -177,6 +249,92 @@ int RunTrainBench(const TrainBenchOptions& o) {
     }
   }
   return peer_error.empty() ? 0 : 1;
+}
+
+// The comparison of train_bench.h: a baseline in this process, each case in
+// an mpirun child running this binary as a worker.
+int RunDataParallelBench(const TrainBenchOptions& o) {
+  auto fail = [](const Status& s) {
+    fmt::print(stderr, "anvil bench train: {}\n", s.ToString());
+    return 1;
+  };
+  auto config = Config::FromFile(o.config);
+  if (!config.ok()) return fail(config.status());
+  for (const std::string& set : o.sets) {
+    if (Status s = config->Set(set); !s.ok()) return fail(s);
+  }
+  auto tc = train::TrainConfig::FromConfig(*config);
+  if (!tc.ok()) return fail(tc.status());
+  if (tc->grad_accum % o.dp != 0) {
+    return fail(InvalidArgument(fmt::format(
+        "train.grad_accum = {} does not divide over --dp {} ranks: the cases must share the "
+        "global batch (set train.grad_accum to a multiple of {})",
+        tc->grad_accum, o.dp, o.dp)));
+  }
+  const std::string precision = o.precision.empty() ? "f32" : o.precision;
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string common = fmt::format("--config {} --precision {} --steps {} --warmup {} --json",
+                                   ShellQuote(o.config), precision, o.steps, o.warmup);
+  for (const std::string& set : o.sets) common += " --set " + ShellQuote(set);
+  std::vector<nlohmann::json> rows;
+  // Baseline: one rank with every thread, the config's micro-batches.
+  const std::string base_cmd = fmt::format(
+      "{} bench train {} --threads {} --dp-worker --dp 1 --set parallel.zero=0", ShellQuote(self),
+      common, o.dp);
+  const std::string mpirun = fmt::format(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np {} --oversubscribe "
+      "--bind-to none",
+      o.dp);
+  struct Case {
+    std::string name;
+    std::string cmd;
+  };
+  std::vector<Case> cases = {{fmt::format("1 rank x {} threads", o.dp), base_cmd}};
+  for (int zero : {0, 1}) {
+    for (bool overlap : {true, false}) {
+      cases.push_back(
+          {fmt::format("{} ranks x 1, ZeRO-{}{}", o.dp, zero, overlap ? "" : ", no overlap"),
+           fmt::format("{} {} bench train {} --threads 1 --dp-worker --dp {} --set parallel.zero={} "
+                       "--set parallel.overlap={} --set train.grad_accum={}",
+                       mpirun, ShellQuote(self), common, o.dp, zero, overlap ? "true" : "false",
+                       tc->grad_accum / o.dp)});
+    }
+  }
+  if (!o.json) {
+    fmt::print("anvil bench train --dp {}: {} ({}), global batch {} x {} x {} rows, {} timed steps\n",
+               o.dp, o.config, precision, tc->batch_size, tc->seq_len, tc->grad_accum, o.steps);
+    fmt::print("{:<30} {:>10} {:>9} {:>9} {:>12} {:>12} {:>10}\n", "", "tokens/s", "vs 1 rank",
+               "exposed", "state/rank", "formula", "max RSS");
+  }
+  double base = 0;
+  for (const Case& c : cases) {
+    auto j = RunForJson(c.cmd);
+    if (!j.ok()) return fail(j.status());
+    const double tps = (*j)["tokens_per_s"].get<double>();
+    if (base == 0) base = tps;
+    // The ZeRO paper's model-state bytes per rank, in anvil's precisions:
+    // f32 weights (and a bf16 copy), f32 grads, AdamW m and v (8 bytes per
+    // parameter, / ranks under ZeRO-1), and an f32 gradient sum where a rank
+    // accumulates several micro-batches. Measured: the buffers allocated.
+    const double psi = static_cast<double>((*j)["params"].get<int64_t>());
+    const int ranks = (*j)["ranks"].get<int>(), zero = (*j)["zero"].get<int>();
+    const double formula = psi * (4 + 4 + (precision == "bf16" ? 2 : 0)) +
+                           psi * 8 / (zero == 1 ? ranks : 1) +
+                           ((*j)["grad_accum"].get<int64_t>() > 1 ? psi * 4 : 0);
+    (*j)["case"] = c.name;
+    (*j)["vs_one_rank"] = tps / base;
+    (*j)["formula_bytes"] = formula;
+    if (o.json) {
+      fmt::print("{}\n", j->dump());
+    } else {
+      fmt::print("{:<30} {:>10.0f} {:>8.2f}x {:>8.1f}% {:>9.1f} MB {:>9.1f} MB {:>7.0f} MB\n", c.name,
+                 tps, tps / base, 100 * (*j)["exposed_comm_share"].get<double>(),
+                 (*j)["state_bytes_rank0"].get<int64_t>() / 1e6, formula / 1e6,
+                 (*j)["max_rss_bytes"].get<int64_t>() / 1e6);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 }  // namespace anvil::bench

@@ -2,9 +2,18 @@
 // anvil's trainer on a run config, against an independent PyTorch Llama of
 // the same config, dtype and thread count run in the same invocation
 // (bench/torch_train_peer.py under /usr/bin/python3).
+//
+// With dp > 1: data parallel against one process, on the same global batch.
+// The baseline is 1 rank x dp threads with the config's grad_accum; each case
+// is dp ranks x 1 thread (grad_accum / dp micro-batches each) started through
+// mpirun (this binary again, as a worker), for ZeRO 0 and 1 with the
+// reduction overlapped and not. Reported: tokens/s and the ratio to the
+// baseline, the exposed-communication share of the step, and the model-state
+// bytes per rank against the ZeRO formula.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace anvil::bench {
 
@@ -18,6 +27,9 @@ struct TrainBenchOptions {
   bool json = false;       // one JSON object instead of a table
   std::string python = "/usr/bin/python3";
   std::string peer_script;  // default: torch_train_peer.py beside this file's source
+  int dp = 1;               // > 1: the data-parallel comparison (no PyTorch peer)
+  bool dp_worker = false;   // internal: one rank of a data-parallel case (under mpirun)
+  std::vector<std::string> sets;  // --set key=value for the run config
 };
 
 int RunTrainBench(const TrainBenchOptions& options);

@@ -22,6 +22,12 @@ void AddBenchTrain(CLI::App& bench) {
   cmd->add_option("--python", o->python, "Interpreter with torch")->capture_default_str();
   cmd->add_option("--peer-script", o->peer_script, "Path of torch_train_peer.py");
   cmd->add_flag("--json", o->json, "One JSON object");
+  cmd->add_option("--dp", o->dp,
+                  "Data parallel: N ranks x 1 thread (ZeRO 0/1, overlap on/off) against 1 rank x "
+                  "N threads, same global batch; starts mpirun itself")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--set", o->sets, "Override a config key: key=value (repeatable)");
+  cmd->add_flag("--dp-worker", o->dp_worker, "(internal) one rank of a --dp case")->group("");
   cmd->callback([o] {
     if (const int rc = bench::RunTrainBench(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -14,5 +14,6 @@ void AddPrepareCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
+void AddExportCommand(CLI::App& app);
 
 }  // namespace anvil::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   anvil::cli::AddTrainCommand(app);
   anvil::cli::AddGenerateCommand(app);
   anvil::cli::AddReportCommand(app);
+  anvil::cli::AddExportCommand(app);
 
   // Before parsing: the subcommands run inside CLI11_PARSE.
   if (const anvil::Status env = anvil::CheckEnvironment(); !env.ok()) {

@@ -8,7 +8,8 @@
 #  2. Resharding: a run started as dp4-zero1, continued from its step-2
 #     checkpoint by 1 process (grad_accum 4), continued from that run's
 #     step-4 checkpoint as dp2-zero1 (grad_accum 2), ends where the
-#     uninterrupted 1-process run ends.
+#     uninterrupted 1-process run ends; `anvil export` of it is the 1-process
+#     export, byte for byte.
 #  3. A layout the job cannot have is refused with a clear message.
 # Usage: dp_test.sh REPO ANVIL
 set -uo pipefail
@@ -78,6 +79,13 @@ mpi 2 train --resume "$work/stage3" --set parallel.dp=2 --set train.grad_accum=2
 compare "$work/base" "$work/stage1"
 compare "$work/base" "$work/stage2" --from-step 2
 compare "$work/base" "$work/stage3" --from-step 4
+
+# anvil export: the same Hugging Face folder from a sharded run as from one process.
+"$anvil" export --ckpt "$work/stage1" --out "$work/export_dp4" > /dev/null || fail "export of a dp4-zero1 run"
+"$anvil" export --ckpt "$work/base" --out "$work/export_one" > /dev/null || fail "export of a 1-process run"
+for f in model.safetensors config.json tokenizer.json; do
+  cmp -s "$work/export_dp4/$f" "$work/export_one/$f" || fail "exported $f differs"
+done
 
 # 3. Refusals.
 if mpi 2 train --config "$cfg" --out "$work/bad" --set parallel.dp=4 > "$work/bad.log" 2>&1; then

@@ -245,6 +245,18 @@ Status Trainer::Build() {
   return Status::Ok();
 }
 
+StateMemory Trainer::state_memory() const {
+  const model::LlamaParams& p = model_->params();
+  StateMemory m;
+  m.params = p.size();
+  m.weights = p.size() * static_cast<int64_t>(sizeof(float));
+  m.grads = m.weights;
+  m.bf16_weights = p.has_bf16() ? p.size() * static_cast<int64_t>(sizeof(BF16)) : 0;
+  m.adam = optimizer_->shard().size() * static_cast<int64_t>(2 * sizeof(float));
+  m.accumulation = dp_->allocated_bytes();
+  return m;
+}
+
 StepMetrics Trainer::Step() {
   ANVIL_TRACE_ZONE("step");
   comm::SetDiagnosticStep(step_ + 1);

@@ -76,6 +76,17 @@ struct RunSummary {
   double seconds = 0;
 };
 
+// Bytes this rank holds for the model's state (allocated, not estimated).
+struct StateMemory {
+  int64_t params = 0;        // Ψ: elements of the flat parameter layout
+  int64_t weights = 0;       // f32 master weights
+  int64_t grads = 0;         // f32 gradients (one micro-batch)
+  int64_t bf16_weights = 0;  // the bf16 copy (bf16 precision)
+  int64_t adam = 0;          // AdamW m and v (this rank's shard)
+  int64_t accumulation = 0;  // the gradient sum of several micro-batches
+  int64_t total() const { return weights + grads + bf16_weights + adam + accumulation; }
+};
+
 class Trainer {
  public:
   // Reads the model/train/optim keys of `config` (unknown keys are errors),
@@ -108,6 +119,9 @@ class Trainer {
   // Bytes of model, activations and optimizer state (checked against the
   // machine's available memory before anything was allocated).
   int64_t memory_estimate() const { return memory_estimate_; }
+  StateMemory state_memory() const;
+  // The last step's exposed communication (data parallel), in seconds.
+  double exposed_comm_seconds() const { return dp_->exposed_comm_seconds(); }
   int threads() const { return pool_->size(); }
   // This process's rank and the job's ranks (0 and 1 alone).
   int rank() const { return world_->rank(); }
