@@ -315,12 +315,13 @@ int RunDataParallelBench(const TrainBenchOptions& o) {
     // The ZeRO paper's model-state bytes per rank, in anvil's precisions:
     // f32 weights (and a bf16 copy), f32 grads, AdamW m and v (8 bytes per
     // parameter, / ranks under ZeRO-1), and an f32 gradient sum where a rank
-    // accumulates several micro-batches. Measured: the buffers allocated.
+    // accumulates several micro-batches (its shard alone under ZeRO-1).
+    // Measured: the buffers allocated.
     const double psi = static_cast<double>((*j)["params"].get<int64_t>());
     const int ranks = (*j)["ranks"].get<int>(), zero = (*j)["zero"].get<int>();
     const double formula = psi * (4 + 4 + (precision == "bf16" ? 2 : 0)) +
                            psi * 8 / (zero == 1 ? ranks : 1) +
-                           ((*j)["grad_accum"].get<int64_t>() > 1 ? psi * 4 : 0);
+                           ((*j)["grad_accum"].get<int64_t>() > 1 ? psi * 4 / (zero == 1 ? ranks : 1) : 0);
     (*j)["case"] = c.name;
     (*j)["vs_one_rank"] = tps / base;
     (*j)["formula_bytes"] = formula;

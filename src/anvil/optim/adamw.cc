@@ -99,7 +99,10 @@ void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,
                  std::span<float> params, std::span<const float> grads,
                  std::span<BF16> param_bf16) {
   CHECK_EQ(static_cast<int64_t>(params.size()), size_);
-  CHECK_EQ(static_cast<int64_t>(grads.size()), size_);
+  const bool shard_grads = static_cast<int64_t>(grads.size()) != size_;
+  CHECK(!shard_grads || static_cast<int64_t>(grads.size()) == shard_.size())
+      << "grads of " << grads.size() << " elements: the whole layout (" << size_
+      << ") or this shard (" << shard_.size() << ")";
   CHECK(param_bf16.empty() || static_cast<int64_t>(param_bf16.size()) == size_);
   ++step_;
   for (const ParamGroup& g : groups_) {
@@ -113,7 +116,8 @@ void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,
                                     .weight_decay = g.decay ? config_.weight_decay : 0.0};
     const int64_t local = begin - shard_.begin;
     kernels::AdamWUpdate(ctx, hyper, step_, grad_scale, end - begin, params.data() + begin,
-                         grads.data() + begin, m().data() + local, v().data() + local,
+                         grads.data() + (shard_grads ? local : begin), m().data() + local,
+                         v().data() + local,
                          param_bf16.empty() ? nullptr : param_bf16.data() + begin);
   }
 }

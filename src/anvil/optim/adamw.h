@@ -70,9 +70,10 @@ class AdamW {
 
   // One update at schedule LR `lr`: increments step(), then runs the fused
   // update with grad scale `grad_scale` over the shard's part of each group.
-  // The spans are whole buffers of `size` elements (only the shard is read
-  // or written); `param_bf16` may be empty (no shadow). Elementwise: a shard
-  // gets bitwise what the whole-buffer update gives it.
+  // `params` and `param_bf16` are whole buffers of `size` elements (only the
+  // shard is read or written; `param_bf16` may be empty: no shadow); `grads`
+  // is the whole buffer or the shard's part alone. Elementwise: a shard gets
+  // bitwise what the whole-buffer update gives it.
   void Step(const kernels::KernelCtx& ctx, double lr, float grad_scale, std::span<float> params,
             std::span<const float> grads, std::span<BF16> param_bf16);
 

@@ -42,15 +42,22 @@ DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParal
     for (int r = 0; r < group.rank(); ++r) begin += shard_counts_[r];
     shard_ = {begin, begin + shard_counts_[group.rank()]};
   }
-  if (options.grad_accum > 1) {  // whole-buffer: ZeRO-0's sum is gathered into it
-    accum_ = AlignedBuffer(static_cast<size_t>(n) * sizeof(float));
+  if (options.grad_accum > 1) {  // ZeRO-0's sum is gathered into it: whole
+    accum_ = AlignedBuffer(static_cast<size_t>(options.zero == 0 ? n : shard_.size()) * sizeof(float));
     std::memset(accum_.data(), 0, accum_.size());  // first touch once, here
   }
 }
 
-std::span<float> DataParallel::Sum() {
-  if (options_.grad_accum == 1) return grads_;
-  return {reinterpret_cast<float*>(accum_.data()), grads_.size()};
+std::span<float> DataParallel::Accum() {
+  return {reinterpret_cast<float*>(accum_.data()), accum_.size() / sizeof(float)};
+}
+
+std::span<float> DataParallel::SumSegment(int64_t begin, int64_t count) {
+  if (options_.grad_accum == 1) return grads_.subspan(begin, count);
+  // ZeRO-1's accumulation buffer holds the shard alone.
+  const int64_t base = options_.zero == 0 ? 0 : shard_.begin;
+  CHECK(begin >= base && begin - base + count <= static_cast<int64_t>(Accum().size()));
+  return Accum().subspan(begin - base, count);
 }
 
 void DataParallel::WaitPending() {
@@ -103,9 +110,9 @@ void DataParallel::StartBucket(size_t index) {
   const Bucket& b = buckets_[index];
   const int64_t count = b.end - b.begin;
   const std::span<const float> grads = grads_.subspan(b.begin, count);
-  const std::span<float> sum = Sum().subspan(b.begin, count);
   const bool last = micro_ == options_.grad_accum - 1, accumulate = micro_ > 0;
   if (options_.zero == 0 && last) {  // the whole summed gradient on every rank
+    const std::span<float> sum = SumSegment(b.begin, count);
     pending_.push_back(options_.grad_accum == 1
                            ? group_.AllReduceAsync(sum)
                            : group_.AllReduceAsync(grads, sum, comm::ReduceOp::kSum, accumulate));
@@ -113,9 +120,9 @@ void DataParallel::StartBucket(size_t index) {
   }
   // Each rank folds its segment of the bucket into the sum.
   const std::vector<int64_t> counts = Segments(b);
-  int64_t mine = 0;
+  int64_t mine = b.begin;
   for (int r = 0; r < group_.rank(); ++r) mine += counts[r];
-  pending_.push_back(group_.ReduceScatterAsync(grads, sum.subspan(mine, counts[group_.rank()]),
+  pending_.push_back(group_.ReduceScatterAsync(grads, SumSegment(mine, counts[group_.rank()]),
                                                std::span<const int64_t>(counts),
                                                comm::ReduceOp::kSum, accumulate));
 }
@@ -127,13 +134,17 @@ std::span<const float> DataParallel::FinishReduction() {
   const Stopwatch watch;
   WaitPending();
   exposed_seconds_ += watch.Seconds();
-  return Sum();
+  if (options_.grad_accum == 1) return grads_;
+  return Accum();
 }
 
 double DataParallel::GradNorm(std::span<const float> reduced) {
   if (options_.zero == 0) return optim::GlobalNorm(pool_, reduced);
-  const std::vector<double> mine =
-      optim::ChunkSumsOfSquares(pool_, reduced.subspan(shard_.begin, shard_.size()));
+  const std::span<const float> own = reduced.size() == grads_.size()
+                                         ? reduced.subspan(shard_.begin, shard_.size())
+                                         : reduced;
+  CHECK_EQ(static_cast<int64_t>(own.size()), shard_.size()) << "reduced grads";
+  const std::vector<double> mine = optim::ChunkSumsOfSquares(pool_, own);
   std::vector<int64_t> counts(group_.size());
   int64_t total = 0;
   for (int r = 0; r < group_.size(); ++r) {

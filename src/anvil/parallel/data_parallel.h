@@ -19,9 +19,10 @@
 //           sum on earlier ones); every rank ends with the whole gradient.
 //   ZeRO-1: reduce-scattered; each rank holds the sum over its shard only.
 // With one micro-batch per rank the reduction runs in place in the model's
-// grad buffer; with more, into an accumulation buffer, and the next micro-
-// batch's backward waits for the previous one's reductions (it reuses the
-// model's grad buffer).
+// grad buffer; with more, into an accumulation buffer (ZeRO-0: whole, as the
+// sum is all-gathered into it; ZeRO-1: this rank's shard only), and the next
+// micro-batch's backward waits for the previous one's reductions (it reuses
+// the model's grad buffer).
 //
 // Shards are SplitEvenly over the flat buffer at multiples of
 // optim::kNormChunk, so the global norm assembled from the shards' chunk sums
@@ -82,9 +83,11 @@ class DataParallel {
   // Llama's GradsReady: grads in [from, end) are final for this micro-batch.
   void OnGradsReady(int64_t from);
   // After the last micro-batch: waits for every reduction. Returns the summed
-  // gradient (whole buffer; under ZeRO-1 only shard() is valid).
+  // gradient: the whole buffer (ZeRO-0), or under ZeRO-1 the shard's part
+  // alone (or the whole buffer of which only shard() is valid).
   std::span<const float> FinishReduction();
-  // The L2 norm of the summed gradient over every rank's part.
+  // The L2 norm of the summed gradient (as FinishReduction returned it) over
+  // every rank's part.
   double GradNorm(std::span<const float> reduced);
   // ZeRO-1: every rank's updated shard of `weights` to every rank (a no-op at ZeRO-0).
   void GatherWeights(std::span<float> weights);
@@ -94,9 +97,11 @@ class DataParallel {
   double exposed_comm_seconds() const { return exposed_seconds_; }
 
  private:
-  // Where the step's sum is formed: the model's grads (one micro-batch per
-  // rank) or the accumulation buffer.
-  std::span<float> Sum();
+  // Where bucket [begin, end)'s sum is formed: the model's grads (one
+  // micro-batch per rank) or the accumulation buffer; `owned` is the part of
+  // it this rank folds. Returns the span for the rank's own segment.
+  std::span<float> SumSegment(int64_t begin, int64_t count);
+  std::span<float> Accum();
   void StartBucket(size_t index);
   // Each rank's part of bucket [begin, end): its fold segment.
   std::vector<int64_t> Segments(const Bucket& b) const;

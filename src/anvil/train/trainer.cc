@@ -57,14 +57,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // activations) and AdamW's two f32 moments per parameter. A run that cannot
 // fit is refused before anything is allocated; otherwise it would die later
 // in an allocation or by the OOM killer without saying why.
-// Per rank: `accumulate` adds the f32 accumulation buffer of grad_accum > 1;
-// ZeRO-1 divides AdamW's state over `adam_shards` ranks.
+// Per rank: `accumulate` adds the f32 gradient sum of grad_accum > 1; ZeRO-1
+// divides it and AdamW's state over `adam_shards` ranks.
 Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOptions& mo,
                             bool accumulate, int adam_shards) {
   const model::LlamaMemory m = model::Llama::EstimateMemory(mc, mo);
   const int64_t adam_bytes =
       m.param_elements * static_cast<int64_t>(2 * sizeof(float)) / adam_shards;
-  const int64_t accum_bytes = accumulate ? m.param_elements * static_cast<int64_t>(sizeof(float)) : 0;
+  const int64_t accum_bytes =
+      accumulate ? m.param_elements * static_cast<int64_t>(sizeof(float)) / adam_shards : 0;
   const int64_t need = m.total() + adam_bytes + accum_bytes;
   const long available = profile::AvailableMemoryBytes();
   if (available >= 0 && need > available) {
