@@ -10,7 +10,9 @@
 #     step-4 checkpoint as dp2-zero1 (grad_accum 2), ends where the
 #     uninterrupted 1-process run ends; `anvil export` of it is the 1-process
 #     export, byte for byte.
-#  3. A layout the job cannot have is refused with a clear message.
+#  3. --trace merges the ranks' traces (a process per rank, comm zones with
+#     bytes and group); metrics carry each step's exposed communication.
+#  4. A layout the job cannot have is refused with a clear message.
 # Usage: dp_test.sh REPO ANVIL
 set -uo pipefail
 repo=$1 anvil=$2
@@ -86,6 +88,25 @@ compare "$work/base" "$work/stage3" --from-step 4
 for f in model.safetensors config.json tokenizer.json; do
   cmp -s "$work/export_dp4/$f" "$work/export_one/$f" || fail "exported $f differs"
 done
+
+# --trace: one Chrome trace, a process per rank, collectives with bytes and group.
+mpi 2 train --config "$cfg" --out "$work/traced" --trace --set train.precision=f32 > "$work/traced.log" 2>&1 \
+  || { cat "$work/traced.log"; fail "traced run"; }
+/usr/bin/python3 - "$work/traced" <<'PY' || fail "merged trace"
+import json, sys
+run = sys.argv[1]
+events = json.load(open(f"{run}/trace.json"))["traceEvents"]
+pids = {e["pid"] for e in events if e["ph"] == "X"}
+assert pids == {0, 1}, pids
+comm = [e for e in events if e["name"] in ("all-reduce", "reduce-scatter", "all-gather")]
+assert comm and all(e["args"]["group"] == "world" and e["args"]["bytes"] >= 0 for e in comm), comm[:3]
+assert any(e["args"]["bytes"] > 100000 for e in comm), "no gradient-sized collective"
+assert any(e["name"] == "dp_reduce_wait" for e in events)
+import os
+assert not any(f.startswith("trace.rank") for f in os.listdir(run)), "rank files left"
+lines = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if '"loss"' in l]
+assert all(l["exposed_comm_seconds"] >= 0 for l in lines)
+PY
 
 # 3. Refusals.
 if mpi 2 train --config "$cfg" --out "$work/bad" --set parallel.dp=4 > "$work/bad.log" 2>&1; then

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "anvil/comm/handle_state.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::comm {
 
@@ -47,6 +48,7 @@ const char* KindName(Request::Kind kind) {
 
 void Handle::Wait() {
   if (!state_ || state_->done.load(std::memory_order_acquire)) return;
+  ANVIL_TRACE_ZONE("comm_wait");  // the time a caller waited: communication not hidden
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
 }

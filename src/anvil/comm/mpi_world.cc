@@ -32,6 +32,7 @@
 #include "anvil/comm/handle_state.h"
 #include "anvil/comm/local_group.h"
 #include "anvil/comm/world.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::comm {
 namespace {
@@ -61,6 +62,8 @@ struct Job {
   std::vector<std::byte> staging;    // received segments to fold, slot per rank (pooled)
   std::vector<int64_t> offsets;      // segment offsets (elements)
   Clock::time_point start;
+  int64_t trace_begin_ns = -1;  // when tracing: the trace clock at posting
+  int64_t bytes_sent = 0;
 };
 
 class MpiRuntime;
@@ -153,6 +156,7 @@ class MpiRuntime {
       for (auto& t : tasks) t();
       for (auto& job : incoming) {
         job->start = Clock::now();
+        if (profile::Tracer::enabled()) job->trace_begin_ns = profile::trace_detail::NowNs();
         Post(*job, staging_pool_);
         active.push_back(std::move(job));
         last_progress = Clock::now();
@@ -165,6 +169,13 @@ class MpiRuntime {
           progressed = true;
           if (Advance(job)) {
             Recycle(std::move(job.staging));
+            // A zone on this thread from posting to completion: beside the
+            // compute threads' zones it shows what the collective overlapped.
+            if (job.trace_begin_ns >= 0) {
+              profile::RecordComm(KindName(job.req.kind), job.trace_begin_ns,
+                                  profile::trace_detail::NowNs(), job.bytes_sent,
+                                  job.group->name().c_str());
+            }
             job.state->Complete();
             it = active.erase(it);
             continue;
@@ -259,6 +270,7 @@ class MpiRuntime {
       } else {
         MPI_Isend(p, static_cast<int>(piece), MPI_BYTE, peer, job.tag, job.comm, &r);
       }
+      if (!receive) job.bytes_sent += piece;
       job.pending.push_back(r);
       job.pending_peer.push_back(peer);
       job.pending_recv.push_back(receive ? 1 : 0);

@@ -54,13 +54,13 @@ namespace trace_detail {
 
 int64_t NowNs() { return SteadyNs() - g_buffer.origin_ns; }
 
-void Record(const char* name, int64_t begin_ns, int64_t end_ns) {
+void Record(const char* name, int64_t begin_ns, int64_t end_ns, int64_t bytes, const char* group) {
   const size_t slot = g_buffer.next.fetch_add(1, std::memory_order_relaxed);
   if (slot >= g_buffer.capacity) {
     g_buffer.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  g_buffer.events[slot] = TraceEvent{name, begin_ns, end_ns - begin_ns, ThreadId()};
+  g_buffer.events[slot] = TraceEvent{name, begin_ns, end_ns - begin_ns, ThreadId(), bytes, group};
 }
 
 }  // namespace trace_detail
@@ -86,7 +86,7 @@ std::vector<TraceEvent> Tracer::Events() {
 
 size_t Tracer::dropped() { return g_buffer.dropped.load(); }
 
-std::string Tracer::ChromeJson() {
+std::string Tracer::ChromeJson(int pid, const std::string& process) {
   const std::vector<TraceEvent> events = Events();
   std::string out = "{\"traceEvents\":[\n";
   uint32_t max_tid = 0;
@@ -96,28 +96,39 @@ std::string Tracer::ChromeJson() {
     max_tid = std::max(max_tid, e.tid);
     out += "{\"name\":\"";
     AppendEscaped(out, e.name);
-    std::snprintf(buf, sizeof buf, "\",\"ph\":\"X\",\"pid\":0,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f},\n",
-                  e.tid, e.begin_ns * 1e-3, e.dur_ns * 1e-3);
+    std::snprintf(buf, sizeof buf, "\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f",
+                  pid, e.tid, e.begin_ns * 1e-3, e.dur_ns * 1e-3);
     out += buf;
+    if (e.group != nullptr) {
+      std::snprintf(buf, sizeof buf, ",\"args\":{\"bytes\":%lld,\"group\":\"",
+                    static_cast<long long>(e.bytes));
+      out += buf;
+      AppendEscaped(out, e.group);
+      out += "\"}";
+    }
+    out += "},\n";
   }
   for (uint32_t t = 0; t <= max_tid && !events.empty(); ++t) {
     std::snprintf(buf, sizeof buf,
-                  "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%u,"
+                  "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,"
                   "\"args\":{\"name\":\"thread %u\"}},\n",
-                  t, t);
+                  pid, t, t);
     out += buf;
   }
   std::snprintf(buf, sizeof buf,
-                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
-                "\"args\":{\"name\":\"anvil (%zu events dropped)\"}}\n",
-                dropped());
+                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                "\"args\":{\"name\":\"",
+                pid);
+  out += buf;
+  AppendEscaped(out, process.c_str());
+  std::snprintf(buf, sizeof buf, " (%zu events dropped)\"}}\n", dropped());
   out += buf;
   out += "]}\n";
   return out;
 }
 
-Status Tracer::WriteChromeJson(const std::string& path) {
-  return WriteFileAtomic(path, ChromeJson());
+Status Tracer::WriteChromeJson(const std::string& path, int pid, const std::string& process) {
+  return WriteFileAtomic(path, ChromeJson(pid, process));
 }
 
 }  // namespace anvil::profile

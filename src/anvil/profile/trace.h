@@ -22,13 +22,27 @@ struct TraceEvent {
   int64_t begin_ns = 0;  // since Start()
   int64_t dur_ns = 0;
   uint32_t tid = 0;  // small id per thread, in order of first record
+  // Communication zones: the group (a name that outlives the tracer's
+  // output) and the bytes this rank sent; -1 / null elsewhere.
+  int64_t bytes = -1;
+  const char* group = nullptr;
 };
 
 namespace trace_detail {
 inline std::atomic<bool> g_enabled{false};
 int64_t NowNs();
-void Record(const char* name, int64_t begin_ns, int64_t end_ns);
+void Record(const char* name, int64_t begin_ns, int64_t end_ns, int64_t bytes = -1,
+            const char* group = nullptr);
 }  // namespace trace_detail
+
+// Records a finished communication zone (when tracing is on): `name` a
+// literal, times from trace_detail::NowNs().
+inline void RecordComm(const char* name, int64_t begin_ns, int64_t end_ns, int64_t bytes,
+                       const char* group) {
+  if (trace_detail::g_enabled.load(std::memory_order_relaxed)) {
+    trace_detail::Record(name, begin_ns, end_ns, bytes, group);
+  }
+}
 
 // Process-wide recorder. Start/Stop/Clear/Events from one controlling thread
 // while no zone is open on another (e.g. between training steps).
@@ -41,10 +55,12 @@ class Tracer {
   // Events recorded since Start(), in slot order.
   static std::vector<TraceEvent> Events();
   static size_t dropped();
-  // {"traceEvents":[...]} with one "X" event per zone (ts/dur in µs), plus
-  // thread-name metadata; atomically written.
-  static std::string ChromeJson();
-  static Status WriteChromeJson(const std::string& path);
+  // {"traceEvents":[...]} with one "X" event per zone (ts/dur in µs; comm
+  // zones with args bytes and group), plus thread-name metadata; atomically
+  // written. `pid` and `process` name the process (a rank of a job).
+  static std::string ChromeJson(int pid = 0, const std::string& process = "anvil");
+  static Status WriteChromeJson(const std::string& path, int pid = 0,
+                                const std::string& process = "anvil");
 };
 
 // Records [construction, destruction) under `name` when tracing is on.

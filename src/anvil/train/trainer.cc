@@ -20,6 +20,7 @@
 #include "anvil/profile/trace.h"
 #include "anvil/train/report_machine.h"
 #include "anvil/train/time_budget.h"
+#include "anvil/train/trace_merge.h"
 
 namespace anvil::train {
 namespace {
@@ -406,10 +407,16 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
   auto finish_trace = [&]() -> Status {
     profile::Tracer::Stop();
     tracing = false;
-    // One file per rank (rank 0: trace.json).
-    const std::string path =
-        options_.run_dir + (root() ? std::string("/trace.json") : fmt::format("/trace.rank{}.json", rank()));
-    RETURN_IF_ERROR(Agree(profile::Tracer::WriteChromeJson(path), "writing the trace"));
+    const std::string path = options_.run_dir + "/trace.json";
+    if (world_size() == 1) {
+      RETURN_IF_ERROR(profile::Tracer::WriteChromeJson(path));
+    } else {  // a file per rank, merged by rank 0: one process per rank
+      const std::string mine = fmt::format("{}/trace.rank{}.json", options_.run_dir, rank());
+      RETURN_IF_ERROR(Agree(profile::Tracer::WriteChromeJson(mine, rank(), fmt::format("rank {}", rank())),
+                            "writing the trace"));
+      RETURN_IF_ERROR(Agree(root() ? MergeRankTraces(options_.run_dir, world_size(), path) : Status::Ok(),
+                            "merging the trace"));
+    }
     message(fmt::format("trace of steps {}..{} ({} events) in {}", trace_begin + 1, step_,
                         profile::Tracer::Events().size(), path));
     return Status::Ok();
@@ -440,6 +447,7 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
       break;
     }
     if (options_.trace && step_ == trace_begin) {
+      if (world_size() > 1) world_->Barrier();  // the ranks' trace clocks start together
       profile::Tracer::Start();
       tracing = true;
     }
