@@ -3,7 +3,7 @@
 //
 // Every collective is point-to-point messages (MPI_Isend/MPI_Irecv) posted by
 // one communication thread, which then polls them with MPI_Testsome: a short
-// spin, then sleeps that grow to 0.2 ms, so an idle wait leaves the cores to
+// spin, then sleeps that grow to 50 µs, so an idle wait leaves the cores to
 // the compute threads (MPI's own blocking calls spin). Each collective gets
 // its own tag from a per-group sequence number, so several can be in flight
 // and a two-phase one (all-reduce = reduce-scatter, then all-gather) can
@@ -41,7 +41,7 @@ constexpr int kUserTagLimit = 1 << 16;  // Send/Recv tags are below this
 constexpr int kTagSpace = 1 << 14;      // collectives: kUserTagLimit + sequence % kTagSpace
 constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
 constexpr double kSpinSeconds = 50e-6;  // poll without sleeping this long after progress
-constexpr long kMaxSleepNs = 200'000;
+constexpr long kMaxSleepNs = 50'000;
 
 std::atomic<int64_t> g_step{-1};
 
