@@ -57,6 +57,8 @@ dp dp2_z0_tiny_buckets 2 bf16 0 1 --set parallel.bucket_mb=0.000001
 compare "$work/one_bf16_a2" "$work/dp2_z0_tiny_buckets"
 dp dp2_z0_a2 2 f32 0 2
 dp dp2_z1_a2 2 f32 1 2
+dp dp2_z1_a2_tiny_buckets 2 f32 1 2 --set parallel.bucket_mb=0.000001
+compare "$work/dp2_z1_a2" "$work/dp2_z1_a2_tiny_buckets"
 compare "$work/dp2_z0_a2" "$work/dp2_z1_a2"
 compare "$work/one_f32_a4" "$work/dp2_z0_a2"  # 2 ranks x 2 micro-batches == 1 x 4
 

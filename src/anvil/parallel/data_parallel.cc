@@ -54,6 +54,7 @@ std::span<float> DataParallel::Accum() {
 
 std::span<float> DataParallel::SumSegment(int64_t begin, int64_t count) {
   if (options_.grad_accum == 1) return grads_.subspan(begin, count);
+  if (count == 0) return {};  // a bucket outside this rank's shard
   // ZeRO-1's accumulation buffer holds the shard alone.
   const int64_t base = options_.zero == 0 ? 0 : shard_.begin;
   CHECK(begin >= base && begin - base + count <= static_cast<int64_t>(Accum().size()));
