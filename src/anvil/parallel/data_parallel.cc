@@ -112,6 +112,21 @@ void DataParallel::StartBucket(size_t index) {
   const int64_t count = b.end - b.begin;
   const std::span<const float> grads = grads_.subspan(b.begin, count);
   const bool last = micro_ == options_.grad_accum - 1, accumulate = micro_ > 0;
+  if (group_.size() == 1) {
+    // One process: the fold of one rank is the sum so far plus this
+    // micro-batch (the same bits a group of one gives), on every thread.
+    if (options_.grad_accum == 1) return;  // the grads are the sum
+    float* sum = SumSegment(b.begin, count).data();
+    const float* g = grads.data();
+    pool_.ParallelFor(count, [&](int64_t lo, int64_t hi, int) {
+      if (!accumulate) {
+        std::memcpy(sum + lo, g + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+      } else {
+        for (int64_t i = lo; i < hi; ++i) sum[i] = sum[i] + g[i];
+      }
+    });
+    return;
+  }
   if (options_.zero == 0 && last) {  // the whole summed gradient on every rank
     const std::span<float> sum = SumSegment(b.begin, count);
     pending_.push_back(options_.grad_accum == 1
