@@ -11,10 +11,14 @@
 namespace anvil::parallel {
 
 struct ParallelConfig {
-  // parallel.dp: data-parallel ranks; 0 means every rank of the job (the
-  // resolved config records the number). The only degree so far, so the
-  // job's world size must equal it.
+  // parallel.dp: data-parallel ranks; 0 means the ranks the other degrees
+  // leave (the resolved config records the number). The degrees multiply to
+  // the job's world size.
   int64_t dp = 0;
+  // parallel.tp / pp / cp / ep: tensor, pipeline, context and expert
+  // parallel degrees. Only 1 so far (the keys exist so a layout says all of
+  // itself; larger values are refused as not implemented).
+  int64_t tp = 1, pp = 1, cp = 1, ep = 1;
   // parallel.zero: 0 (gradients all-reduced, every rank holds the whole
   // optimizer state) or 1 (gradients reduce-scattered, each rank updates its
   // shard of the weights with its shard of the AdamW state, then the weights

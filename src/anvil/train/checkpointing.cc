@@ -65,7 +65,7 @@ Result<std::string> Trainer::SaveCheckpoint() {
   const bool sharded = dp_->shard().size() != model_->params().size();
   Status written = Status::Ok();
   if (sharded || root()) {
-    written = optimizer_->Save(temp + "/" + OptimizerFileName(rank(), sharded ? world_size() : 1));
+    written = optimizer_->Save(temp + "/" + OptimizerFileName(dp_->rank(), sharded ? dp_size() : 1));
   }
   if (written.ok() && root()) written = WriteSharedCheckpointFiles(temp);
   RETURN_IF_ERROR(Agree(std::move(written), "writing a checkpoint"));
@@ -89,7 +89,7 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   s["step"] = step_;
   s["tokens_seen"] = tokens_seen_;
   s["seed"] = train_.seed;
-  s["global_batch_rows"] = train_.batch_size * train_.grad_accum * world_size();
+  s["global_batch_rows"] = train_.batch_size * train_.grad_accum * dp_size();
   s["loader"] = {{"epoch", pos.epoch}, {"step", pos.step}};
   s["optimizer_step"] = optimizer_->step();
   s["next_lr"] = schedule_->LrAt(step_);
@@ -97,7 +97,7 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   s["val_shard_checksum"] = fmt::format("{:016x}", val_shard_->checksum());
   s["precision"] = model::PrecisionName(train_.precision);
   s["schedule_planned"] = schedule_planned_;
-  s["layout"] = {{"dp", world_size()}, {"zero", parallel_.zero}, {"grad_accum", train_.grad_accum}};
+  s["layout"] = {{"dp", dp_size()}, {"zero", plan_->zero()}, {"grad_accum", train_.grad_accum}};
   RETURN_IF_ERROR(WriteFileAtomic(temp + "/trainer_state.json", s.dump(2) + "\n"));
   return WriteFileAtomic(temp + "/config.toml", resolved_config());
 }
@@ -143,7 +143,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   }
   // The data of a step depends on the global batch only (trainer.h), so a
   // checkpoint continues under any layout of the same global batch.
-  const int64_t global_rows = train_.batch_size * train_.grad_accum * world_size();
+  const int64_t global_rows = train_.batch_size * train_.grad_accum * dp_size();
   if (s.format_version == 1 && global_rows != train_.batch_size) {
     return InvalidArgument(fmt::format(
         "{}: a checkpoint of the first format counts its data in micro-batches of one process; "
@@ -153,9 +153,10 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   if (s.format_version >= 2 && s.global_batch_rows != global_rows) {
     return InvalidArgument(fmt::format(
         "{}: the checkpoint's global batch is {} rows, this run's is {} (train.batch_size {} x "
-        "train.grad_accum {} x {} ranks); a resume may change the layout, not the global batch",
+        "train.grad_accum {} x {} data-parallel ranks); a resume may change the layout, not the "
+        "global batch",
         state_path, s.global_batch_rows, global_rows, train_.batch_size, train_.grad_accum,
-        world_size()));
+        dp_size()));
   }
   if (s.loader.step >= loaders_[0]->steps_per_epoch()) {
     return InvalidArgument(fmt::format(

@@ -18,6 +18,7 @@
 #include "anvil/profile/machine.h"
 #include "anvil/profile/peak.h"
 #include "anvil/profile/trace.h"
+#include "anvil/parallel/plan.h"
 #include "anvil/train/report_machine.h"
 #include "anvil/train/time_budget.h"
 #include "anvil/train/trace_merge.h"
@@ -105,8 +106,9 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   ASSIGN_OR_RETURN(model_config_, model::ModelConfig::FromConfig(config));
   ASSIGN_OR_RETURN(train_, TrainConfig::FromConfig(config));
   ASSIGN_OR_RETURN(optim_config_, optim::OptimConfig::FromConfig(config));
-  ASSIGN_OR_RETURN(parallel_, parallel::ParallelConfig::FromConfig(config));
-  RETURN_IF_ERROR(parallel_.ResolveWorld(world_->size(), config));
+  ASSIGN_OR_RETURN(const parallel::ParallelConfig parallel, parallel::ParallelConfig::FromConfig(config));
+  ASSIGN_OR_RETURN(parallel::ParallelPlan plan, parallel::ParallelPlan::Create(parallel, world_, config));
+  plan_ = std::make_unique<parallel::ParallelPlan>(std::move(plan));
   RETURN_IF_ERROR(config.CheckAllUsed());
   config_ = std::move(config);
   // Up to the first collective (Agree below) every check is the same on
@@ -183,7 +185,7 @@ Status Trainer::Build() {
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
   ASSIGN_OR_RETURN(memory_estimate_,
-                   CheckMemory(model_config_, mo, train_.grad_accum > 1, parallel_.zero == 1 ? world_->size() : 1));
+                   CheckMemory(model_config_, mo, train_.grad_accum > 1, plan_->zero() == 1 ? dp_size() : 1));
 
   auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
     const std::string path = train_.data_dir + "/" + name;
@@ -202,7 +204,7 @@ Status Trainer::Build() {
   ASSIGN_OR_RETURN(val_shard_, open("val.bin"));
   // A global step has dp x grad_accum slots of batch_size rows; this rank's
   // micro-batch i is slot i * dp + rank.
-  const int dp = world_->size();
+  const int dp = dp_size();
   const int slots = static_cast<int>(train_.grad_accum) * dp;
   data::LoaderConfig lc{.batch_size = static_cast<int>(train_.batch_size),
                         .seq_len = static_cast<int>(train_.seq_len),
@@ -213,7 +215,7 @@ Status Trainer::Build() {
                         .world_size = slots};
   RETURN_IF_ERROR(lc.Validate());
   for (int i = 0; i < train_.grad_accum; ++i) {
-    lc.rank = i * dp + world_->rank();
+    lc.rank = i * dp + plan_->dp().rank();
     auto loader = data::Loader::Create(*train_shard_, lc);
     if (!loader.ok()) return loader.status().WithContext("training data");
     loaders_.push_back(std::make_unique<data::Loader>(std::move(*loader)));
@@ -229,12 +231,13 @@ Status Trainer::Build() {
   model_ = std::make_unique<model::Llama>(model_config_, mo, *ctx_);
   std::vector<int64_t> tensor_begins;
   for (const model::ParamInfo& p : model_->params().params()) tensor_begins.push_back(p.offset);
+  const parallel::ParallelConfig& parallel = plan_->config();
   dp_ = std::make_unique<parallel::DataParallel>(
-      *world_, *pool_,
+      plan_->dp(), *pool_,
       parallel::DataParallelOptions{
-          .zero = static_cast<int>(parallel_.zero),
-          .bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(parallel_.bucket_mb * 1024 * 1024 / 4)),
-          .overlap = parallel_.overlap,
+          .zero = plan_->zero(),
+          .bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(parallel.bucket_mb * 1024 * 1024 / 4)),
+          .overlap = parallel.overlap,
           .grad_accum = train_.grad_accum},
       model_->params().grads(), tensor_begins);
   optimizer_ = std::make_unique<optim::AdamW>(optim_config_, optim::LlamaParamGroups(model_->params()),
@@ -264,7 +267,8 @@ StepMetrics Trainer::Step() {
   comm::SetDiagnosticStep(step_ + 1);
   const Stopwatch watch;
   const bool packed = train_.mode == data::BatchMode::kPacked;
-  const int accum = static_cast<int>(train_.grad_accum), ranks = world_->size();
+  comm::Group& dp = plan_->dp();
+  const int accum = static_cast<int>(train_.grad_accum), ranks = dp.size();
   int64_t counted = 0;
   {
     ANVIL_TRACE_ZONE("load_batches");
@@ -275,7 +279,7 @@ StepMetrics Trainer::Step() {
     }
   }
   // The loss is the mean over the global step's counted targets.
-  counted = world_->AllReduceValue<int64_t>(counted);
+  counted = dp.AllReduceValue<int64_t>(counted);
   const float loss_scale = counted > 0 ? static_cast<float>(1.0 / static_cast<double>(counted)) : 0.0f;
   std::vector<double> loss_sums(accum);
   const model::GradsReady ready = [this](int64_t from) { dp_->OnGradsReady(from); };
@@ -293,7 +297,7 @@ StepMetrics Trainer::Step() {
   // slot i * dp + r): the same bits for any layout of the same global batch.
   std::vector<double> all_sums(static_cast<size_t>(accum) * ranks);
   const std::vector<int64_t> per_rank(ranks, accum);
-  world_->AllGather(std::span<const double>(loss_sums), std::span<double>(all_sums),
+  dp.AllGather(std::span<const double>(loss_sums), std::span<double>(all_sums),
                     std::span<const int64_t>(per_rank));
   double loss_sum = 0;
   for (int i = 0; i < accum; ++i) {
@@ -316,7 +320,7 @@ StepMetrics Trainer::Step() {
     if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
   }
   ++step_;
-  const int64_t tokens = train_.tokens_per_step() * ranks;
+  const int64_t tokens = train_.tokens_per_step() * ranks;  // every data-parallel rank's
   tokens_seen_ += tokens;
   StepMetrics m;
   m.step = step_;
@@ -326,7 +330,7 @@ StepMetrics Trainer::Step() {
   m.seconds = watch.Seconds();
   // The step of the job is the slowest rank's (and every rank must see the
   // same time: the time budget plans from it).
-  if (ranks > 1) m.seconds = world_->AllReduceValue(m.seconds, comm::ReduceOp::kMax);
+  if (world_size() > 1) m.seconds = world_->AllReduceValue(m.seconds, comm::ReduceOp::kMax);
   m.tokens_per_s = static_cast<double>(tokens) / std::max(m.seconds, 1e-9);
   m.mfu = m.tokens_per_s * flops_per_token_ / (peak_gflops_ * 1e9 * ranks);
   m.mem_high_water = PeakRssBytes();
@@ -341,7 +345,8 @@ EvalMetrics Trainer::Evaluate() {
   const bool packed = train_.mode == data::BatchMode::kPacked;
   const int64_t batches =
       std::min<int64_t>(train_.eval_batches, static_cast<int64_t>(val_loader_->steps_per_epoch()));
-  const int ranks = world_->size(), me = world_->rank();
+  comm::Group& dp = plan_->dp();
+  const int ranks = dp.size(), me = dp.rank();
   // Batch i on rank i mod dp; the sums are then added in batch order.
   std::vector<double> sums;
   std::vector<int64_t> counts;
@@ -357,9 +362,9 @@ EvalMetrics Trainer::Evaluate() {
   for (int r = 0; r < ranks; ++r) per_rank[r] = (batches - r + ranks - 1) / ranks;
   std::vector<double> all_sums(batches);
   std::vector<int64_t> all_counts(batches);
-  world_->AllGather(std::span<const double>(sums), std::span<double>(all_sums),
+  dp.AllGather(std::span<const double>(sums), std::span<double>(all_sums),
                     std::span<const int64_t>(per_rank));
-  world_->AllGather(std::span<const int64_t>(counts), std::span<int64_t>(all_counts),
+  dp.AllGather(std::span<const int64_t>(counts), std::span<int64_t>(all_counts),
                     std::span<const int64_t>(per_rank));
   double loss_sum = 0;
   int64_t tokens = 0;
@@ -503,7 +508,7 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
                                         .checkpoint_seconds = checkpoint_seconds});
   schedule_planned_ = true;
   const double tokens_per_s =
-      static_cast<double>(train_.tokens_per_step() * world_->size()) / step_seconds;
+      static_cast<double>(train_.tokens_per_step() * dp_size()) / step_seconds;
   const std::string head = fmt::format(
       "time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}",
       train_.time_budget_minutes, step_seconds, tokens_per_s, step_ - timed_steps + 1, step_);

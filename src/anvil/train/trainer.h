@@ -39,6 +39,7 @@
 #include "anvil/model/llama.h"
 #include "anvil/optim/adamw.h"
 #include "anvil/parallel/config.h"
+#include "anvil/parallel/plan.h"
 #include "anvil/parallel/data_parallel.h"
 #include "anvil/train/config.h"
 #include "anvil/train/metrics.h"
@@ -126,7 +127,8 @@ class Trainer {
   // This process's rank and the job's ranks (0 and 1 alone).
   int rank() const { return world_->rank(); }
   int world_size() const { return world_->size(); }
-  const parallel::ParallelConfig& parallel_config() const { return parallel_; }
+  int dp_size() const { return plan_->dp().size(); }
+  const parallel::ParallelConfig& parallel_config() const { return plan_->config(); }
 
  private:
   Trainer() = default;
@@ -147,7 +149,7 @@ class Trainer {
 
   RunOptions options_;
   std::shared_ptr<comm::Group> world_;
-  parallel::ParallelConfig parallel_;
+  std::unique_ptr<parallel::ParallelPlan> plan_;  // degrees and groups
   TrainConfig train_;
   model::ModelConfig model_config_;
   optim::OptimConfig optim_config_;
