@@ -17,7 +17,7 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
              const kernels::KernelCtx& ctx)
     : config_(config),
       options_(options),
-      params_(config, options.precision == Precision::kBF16) {
+      params_(config, options.precision == Precision::kBF16, options.buffers) {
   if (options_.max_seq_len == 0) options_.max_seq_len = config.max_seq_len;
   if (options_.head_chunk_rows == 0) options_.head_chunk_rows = kHeadChunkRows;
   CHECK_GT(options_.max_batch, 0) << "max_batch";
@@ -28,8 +28,15 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
   CHECK_GE(ctx.scratch_bytes(), kernels::AttentionScratchBytes(AttentionDimsOf(config)))
       << "the kernel context's per-thread scratch is too small for attention";
   max_tokens_ = options_.max_batch * options_.max_seq_len;
-  w_ = params_.View(static_cast<const float*>(params_.weights().data()));
-  g_ = params_.GradView();
+  CHECK(!config.tie_embeddings || (options_.buffers.weights && options_.buffers.grads))
+      << "a model with tied embeddings holds whole weights and grads (the LM head is the "
+         "embedding: one tensor in two units)";
+  // Views of the buffers held; the others are bound unit by unit.
+  w_.layers.resize(config.n_layers);
+  wb_.layers.resize(config.n_layers);
+  g_.layers.resize(config.n_layers);
+  if (params_.has_weights()) w_ = params_.View(static_cast<const float*>(params_.weights().data()));
+  if (params_.has_grads()) g_ = params_.GradView();
   if (params_.has_bf16()) wb_ = params_.View(static_cast<const BF16*>(params_.bf16().data()));
   layer_begin_.assign(config.n_layers, params_.size());
   head_begin_ = params_.size();
@@ -146,7 +153,33 @@ HeadWeights<float> Llama::HeadWeightsOf<float>() const { return {w_.final_norm, 
 template <>
 HeadWeights<BF16> Llama::HeadWeightsOf<BF16>() const { return {w_.final_norm, wb_.lm_head}; }
 
-void Llama::InitWeights(const kernels::KernelCtx& ctx, uint64_t seed) { params_.Init(ctx, seed); }
+void Llama::InitWeights(const kernels::KernelCtx& ctx, uint64_t seed) {
+  CHECK(params_.has_weights()) << "InitWeights of a model that holds no whole weights";
+  params_.Init(ctx, seed);
+}
+
+int64_t Llama::unit_begin(int unit) const {
+  CHECK(unit >= 0 && unit <= num_units()) << "unit " << unit;
+  if (unit == 0) return 0;
+  if (unit <= config_.n_layers) return layer_begin_[unit - 1];
+  return unit == num_units() - 1 ? head_begin_ : params_.size();
+}
+
+void Llama::BindUnitWeights(int unit, const float* weights, const BF16* bf16) {
+  const int64_t begin = unit_begin(unit), end = unit_begin(unit + 1);
+  for (const ParamInfo& p : params_.params()) {
+    if (p.offset < begin || p.offset >= end) continue;
+    SetViewPointer(w_, p, weights + (p.offset - begin));
+    if (bf16 != nullptr) SetViewPointer(wb_, p, bf16 + (p.offset - begin));
+  }
+}
+
+void Llama::BindUnitGrads(int unit, float* grads) {
+  const int64_t begin = unit_begin(unit), end = unit_begin(unit + 1);
+  for (const ParamInfo& p : params_.params()) {
+    if (p.offset >= begin && p.offset < end) SetViewPointer(g_, p, grads + (p.offset - begin));
+  }
+}
 
 TokenLayout Llama::Layout(const Batch& batch) {
   const int64_t n = batch.n();
@@ -176,23 +209,36 @@ TokenLayout Llama::Layout(const Batch& batch) {
 
 template <typename A>
 LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward,
-                     float loss_scale, float* logits_out, const GradsReady& grads_ready) {
+                     float loss_scale, float* logits_out, const StepHooks& hooks) {
+  const int head_unit = num_units() - 1;
+  auto before_forward = [&](int unit) {
+    if (hooks.before_forward) hooks.before_forward(unit);
+  };
+  auto before_backward = [&](int unit) {
+    if (hooks.before_backward) hooks.before_backward(unit);
+  };
+  auto grads_ready = [&](int64_t from) {
+    if (hooks.grads_ready) hooks.grads_ready(from);
+  };
   const TokenLayout tok = Layout(batch);
   const int64_t n = tok.n;
   const int layers = static_cast<int>(config_.n_layers);
   const int32_t* targets = batch.targets.data();
   if (logits_out == nullptr) CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
   Store<A>& s = store<A>();
-  const HeadWeights<A> hw = HeadWeightsOf<A>();
+  before_forward(0);
   EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), s.resid[0], ctx);
 
   if (!backward) {  // Evaluation: layer 0's buffers for every layer, residual ping-pong.
     float* x = s.resid[0];
     float* y = s.resid[1];
     for (int l = 0; l < layers; ++l) {
+      before_forward(1 + l);
       AttentionBlockForward(config_, AttentionWeightsOf<A>(l), x, y, s.attn[0], tok, s.scratch, ctx);
       MlpBlockForward(config_, MlpWeightsOf<A>(l), n, y, x, s.mlp[0], s.scratch, ctx);
     }
+    before_forward(head_unit);
+    const HeadWeights<A> hw = HeadWeightsOf<A>();
     if (logits_out != nullptr) {  // straight into the caller's [N, V]
       HeadSaved<A> head = s.head;
       head.logits = logits_out;
@@ -205,6 +251,7 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
   }
 
   for (int l = 0; l < layers; ++l) {
+    before_forward(1 + l);
     AttentionBlockForward(config_, AttentionWeightsOf<A>(l), s.resid[2 * l], s.resid[2 * l + 1],
                           s.attn[l], tok, s.scratch, ctx);
     MlpBlockForward(config_, MlpWeightsOf<A>(l), n, s.resid[2 * l + 1], s.resid[2 * l + 2],
@@ -217,12 +264,16 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
   // The head's loss and its backward together, a chunk of rows at a time (the
   // [N, V] logits are never whole); then the layers' backward, the forward's
   // mirror image.
+  before_forward(head_unit);
+  before_backward(head_unit);
+  const HeadWeights<A> hw = HeadWeightsOf<A>();
   const auto xs =
       HeadForwardBackward(config_, hw, n, options_.head_chunk_rows, s.resid[2 * layers], targets,
                           loss_scale, s.head, s.d_resid, HeadGrads{g_.final_norm, g_.lm_head},
                           s.scratch, ctx);
-  if (grads_ready) grads_ready(head_begin_);
+  grads_ready(head_begin_);
   for (int l = layers - 1; l >= 0; --l) {
+    before_backward(1 + l);
     const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
     const MlpWeights<A> mw = MlpWeightsOf<A>(l);
     if (options_.recompute == Recompute::kFull) {
@@ -236,31 +287,33 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
                      MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, s.scratch, ctx);
     AttentionBlockBackward(config_, aw, s.resid[2 * l], s.attn[l], s.d_resid,
                            AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, s.scratch, ctx);
-    if (grads_ready) grads_ready(layer_begin_[l]);
+    grads_ready(layer_begin_[l]);
   }
+  before_backward(0);
   EmbeddingBlockBackward(config_, n, batch.tokens.data(), s.d_resid, g_.embed, ctx);
-  if (grads_ready) grads_ready(0);
+  grads_ready(0);
   return {xs.loss_sum, xs.valid_rows};
 }
 
 LossStats Llama::ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch,
-                                 float loss_scale, const GradsReady& grads_ready) {
+                                 float loss_scale, const StepHooks& hooks) {
   return options_.precision == Precision::kF32
-             ? Run<float>(ctx, batch, true, loss_scale, nullptr, grads_ready)
-             : Run<BF16>(ctx, batch, true, loss_scale, nullptr, grads_ready);
+             ? Run<float>(ctx, batch, true, loss_scale, nullptr, hooks)
+             : Run<BF16>(ctx, batch, true, loss_scale, nullptr, hooks);
 }
 
-LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch) {
-  return options_.precision == Precision::kF32 ? Run<float>(ctx, batch, false, 0.0f, nullptr, nullptr)
-                                               : Run<BF16>(ctx, batch, false, 0.0f, nullptr, nullptr);
+LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch,
+                         const StepHooks& hooks) {
+  return options_.precision == Precision::kF32 ? Run<float>(ctx, batch, false, 0.0f, nullptr, hooks)
+                                               : Run<BF16>(ctx, batch, false, 0.0f, nullptr, hooks);
 }
 
 void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits) {
   CHECK(logits != nullptr);
   if (options_.precision == Precision::kF32) {
-    Run<float>(ctx, batch, false, 0.0f, logits, nullptr);
+    Run<float>(ctx, batch, false, 0.0f, logits, {});
   } else {
-    Run<BF16>(ctx, batch, false, 0.0f, logits, nullptr);
+    Run<BF16>(ctx, batch, false, 0.0f, logits, {});
   }
 }
 

@@ -51,6 +51,21 @@ struct Batch {
 // Called during backward: grads in [from, end of the flat buffer) are final.
 using GradsReady = std::function<void(int64_t from)>;
 
+// What a step tells its caller as it walks the model's units (Llama's
+// num_units: the embedding, each layer, the head). Data parallelism hooks in
+// here; every hook may be empty.
+struct StepHooks {
+  // Grads in [from, end of the flat layout) are final for this call; called
+  // after the head's, each layer's and the embedding's backward, ending at 0.
+  GradsReady grads_ready = nullptr;
+  // The unit's forward (or, for the head, its fused forward and backward) is
+  // next: its weights must be in place (BindUnitWeights under ZeRO-3).
+  std::function<void(int unit)> before_forward = nullptr;
+  // The unit's backward is next: its weights and zeroed grads must be in
+  // place (BindUnitGrads under ZeRO-2/3).
+  std::function<void(int unit)> before_backward = nullptr;
+};
+
 struct LossStats {
   double loss_sum = 0;  // sum of per-token cross-entropy over counted targets
   int64_t tokens = 0;   // targets that are not kIgnoreIndex
@@ -65,6 +80,9 @@ struct LlamaOptions {
   // Rows of [rows, V] logits the head holds at once (head_block.h); 0:
   // kHeadChunkRows. Otherwise a multiple of the GEMM K block of the tier.
   int64_t head_chunk_rows = 0;
+  // The whole-layout buffers the model holds; without them the caller binds
+  // each unit's buffers through StepHooks (ZeRO-2/3; untied embeddings only).
+  ParamBuffers buffers = {};
 };
 
 // What a Llama allocates, in bytes.
@@ -103,14 +121,23 @@ class Llama {
   // For the mean over all tokens of an accumulated step pass loss_scale =
   // 1 / (counted targets of all its micro-batches); loss_scale <= 0 means
   // 1 / (this batch's counted targets). Returns this batch's loss sum and count.
-  // `grads_ready`, if given, is called as the backward walks down the model
-  // with an offset `from`: every grad in [from, params().size()) of the flat
-  // buffer is final for this call (the layout is in layer order, the backward
-  // in reverse), ending with 0. Data parallelism starts reducing there.
+  // `hooks` (StepHooks) are called as the step walks the units; data
+  // parallelism starts reducing a bucket once grads_ready says it is final.
   LossStats ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch, float loss_scale,
-                            const GradsReady& grads_ready = nullptr);
+                            const StepHooks& hooks = {});
   // Evaluation: the loss only; reuses one layer's buffers, keeps nothing.
-  LossStats Forward(const kernels::KernelCtx& ctx, const Batch& batch);
+  LossStats Forward(const kernels::KernelCtx& ctx, const Batch& batch, const StepHooks& hooks = {});
+
+  // Units, in layout order: 0 the embedding, 1 + l layer l, n_layers + 1 the
+  // head (final norm and LM head). Each is one contiguous range of the flat
+  // layout, [unit_begin(u), unit_begin(u + 1)).
+  int num_units() const { return static_cast<int>(config_.n_layers) + 2; }
+  int64_t unit_begin(int unit) const;
+  // Points the unit's tensors at buffers laid out as its range of the layout
+  // (its element i at base[i - unit_begin(unit)]): f32 weights and the bf16
+  // copy (null in f32), or grads. For a model without whole buffers.
+  void BindUnitWeights(int unit, const float* weights, const BF16* bf16);
+  void BindUnitGrads(int unit, float* grads);
   // logits [N, V] of the forward (targets are ignored).
   void Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits);
 
@@ -149,7 +176,7 @@ class Llama {
   Store<A>& store();
   template <typename A>
   LossStats Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward, float loss_scale,
-                float* logits_out, const GradsReady& grads_ready);
+                float* logits_out, const StepHooks& hooks);
   TokenLayout Layout(const Batch& batch);
 
   ModelConfig config_;

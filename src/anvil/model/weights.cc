@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -24,12 +25,13 @@ void ParallelChunks(const kernels::KernelCtx& ctx, int64_t n, Fn&& fn) {
 
 }  // namespace
 
-LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16) : config_(config) {
+LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers)
+    : config_(config) {
   CHECK(config.Validate().ok()) << config.Validate().ToString();
   params_ = Layout(config, &size_);
-  weights_ = AlignedBuffer(size_ * sizeof(float));
-  grads_ = AlignedBuffer(size_ * sizeof(float));
-  if (with_bf16) bf16_ = AlignedBuffer(size_ * sizeof(BF16));
+  if (buffers.weights) weights_ = AlignedBuffer(size_ * sizeof(float));
+  if (buffers.grads) grads_ = AlignedBuffer(size_ * sizeof(float));
+  if (with_bf16 && buffers.weights) bf16_ = AlignedBuffer(size_ * sizeof(BF16));
 }
 
 std::vector<ParamInfo> LlamaParams::Layout(const ModelConfig& config, int64_t* size) {
@@ -60,31 +62,41 @@ std::vector<ParamInfo> LlamaParams::Layout(const ModelConfig& config, int64_t* s
 }
 
 void LlamaParams::Init(const kernels::KernelCtx& ctx, uint64_t seed) {
-  float* w = weights().data();
-  ParallelChunks(ctx, size_, [&](int64_t b, int64_t e) {
-    std::memset(w + b, 0, (e - b) * sizeof(float));
+  InitRange(ctx, seed, 0, size_, weights().data());
+  ZeroGrads(ctx);
+  RefreshBf16(ctx);
+}
+
+void LlamaParams::InitRange(const kernels::KernelCtx& ctx, uint64_t seed, int64_t begin,
+                            int64_t end, float* out) const {
+  CHECK(0 <= begin && begin <= end && end <= size_) << "init range [" << begin << ", " << end << ")";
+  ParallelChunks(ctx, end - begin, [&](int64_t b, int64_t e) {
+    std::memset(out + b, 0, (e - b) * sizeof(float));
   });
   const float residual_scale = static_cast<float>(1.0 / std::sqrt(2.0 * config_.n_layers));
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamInfo& p = params_[i];
-    float* t = w + p.offset;
+    // Element j of the tensor is element p.offset + j of the layout.
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi) continue;
+    float* t = out + (lo - begin);
     if (p.kind == ParamKind::kAttnNorm || p.kind == ParamKind::kMlpNorm ||
         p.kind == ParamKind::kFinalNorm) {
-      std::fill(t, t + p.numel, 1.0f);
+      std::fill(t, t + (hi - lo), 1.0f);
       continue;
     }
     float stddev = static_cast<float>(config_.init_std);
     if (p.kind == ParamKind::kWo || p.kind == ParamKind::kWDown) stddev *= residual_scale;
     const RngStream rng(seed, RngPurpose::kInit, static_cast<uint32_t>(i));
-    ParallelChunks(ctx, p.numel, [&](int64_t b, int64_t e) {
-      rng.FillNormal(std::span<float>(t + b, e - b), 0.0f, stddev, b);
+    const int64_t first = lo - p.offset;
+    ParallelChunks(ctx, hi - lo, [&](int64_t b, int64_t e) {
+      rng.FillNormal(std::span<float>(t + b, e - b), 0.0f, stddev, first + b);
     });
   }
-  ZeroGrads(ctx);
-  RefreshBf16(ctx);
 }
 
 void LlamaParams::ZeroGrads(const kernels::KernelCtx& ctx) {
+  if (!has_grads()) return;
   float* g = grads().data();
   ParallelChunks(ctx, size_, [&](int64_t b, int64_t e) {
     std::memset(g + b, 0, (e - b) * sizeof(float));
@@ -92,7 +104,7 @@ void LlamaParams::ZeroGrads(const kernels::KernelCtx& ctx) {
 }
 
 void LlamaParams::RefreshBf16(const kernels::KernelCtx& ctx) {
-  if (!has_bf16()) return;
+  if (!has_bf16() || !has_weights()) return;
   const float* w = weights().data();
   auto* out = reinterpret_cast<uint16_t*>(bf16().data());
   ParallelChunks(ctx, size_, [&](int64_t b, int64_t e) {

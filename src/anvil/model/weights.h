@@ -52,10 +52,18 @@ struct ParamInfo {
   int64_t numel = 0;
 };
 
+// Which whole-layout buffers a LlamaParams holds. Sharded data parallelism
+// leaves out the grads (ZeRO-2: each unit's grads go to a buffer of its own,
+// Llama::BindUnitGrads) or the weights and their bf16 copy too (ZeRO-3).
+struct ParamBuffers {
+  bool weights = true;  // f32 master weights (and the bf16 copy, with bf16)
+  bool grads = true;
+};
+
 class LlamaParams {
  public:
   // Allocates (untouched) weights and grads; the bf16 shadow only if `with_bf16`.
-  LlamaParams(const ModelConfig& config, bool with_bf16);
+  LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers = {});
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParamInfo>& params() const { return params_; }
@@ -65,11 +73,14 @@ class LlamaParams {
   // without allocating: what the constructor lays out.
   static std::vector<ParamInfo> Layout(const ModelConfig& config, int64_t* size);
   bool has_bf16() const { return bf16_.size() != 0; }
+  bool has_weights() const { return weights_.size() != 0; }
+  bool has_grads() const { return grads_.size() != 0; }
 
-  std::span<float> weights() { return {Base<float>(weights_), static_cast<size_t>(size_)}; }
-  std::span<const float> weights() const { return {CBase<float>(weights_), static_cast<size_t>(size_)}; }
-  std::span<float> grads() { return {Base<float>(grads_), static_cast<size_t>(size_)}; }
-  std::span<const float> grads() const { return {CBase<float>(grads_), static_cast<size_t>(size_)}; }
+  // Empty where the buffer is not held (ParamBuffers).
+  std::span<float> weights() { return {Base<float>(weights_), Held(weights_)}; }
+  std::span<const float> weights() const { return {CBase<float>(weights_), Held(weights_)}; }
+  std::span<float> grads() { return {Base<float>(grads_), Held(grads_)}; }
+  std::span<const float> grads() const { return {CBase<float>(grads_), Held(grads_)}; }
   // Empty without a shadow.
   std::span<BF16> bf16() { return {Base<BF16>(bf16_), has_bf16() ? static_cast<size_t>(size_) : 0}; }
   std::span<const BF16> bf16() const {
@@ -83,7 +94,8 @@ class LlamaParams {
   ModelView<const float> WeightView() const { return View(weights().data()); }
   ModelView<float> GradView() { return View(grads().data()); }
 
-  // fn(info, weight span, grad span) for every tensor in layout order.
+  // fn(info, weight span, grad span) for every tensor in layout order (both
+  // buffers held).
   template <typename Fn>
   void Visit(Fn&& fn) {
     for (const ParamInfo& p : params_) {
@@ -97,11 +109,16 @@ class LlamaParams {
   // residual-output projections wo and w_down; norm weights are 1; padding 0.
   // Refreshes the bf16 shadow. Grads are zeroed.
   void Init(const kernels::KernelCtx& ctx, uint64_t seed);
+  // The same values for the elements [begin, end) of the layout alone, into
+  // out[0, end - begin) (a shard of the weights: ZeRO-3 keeps no whole copy).
+  void InitRange(const kernels::KernelCtx& ctx, uint64_t seed, int64_t begin, int64_t end,
+                 float* out) const;
   void ZeroGrads(const kernels::KernelCtx& ctx);
   // bf16 shadow = RNE(master) (no-op without a shadow).
   void RefreshBf16(const kernels::KernelCtx& ctx);
 
  private:
+  size_t Held(const AlignedBuffer& b) const { return b.size() != 0 ? static_cast<size_t>(size_) : 0; }
   template <typename T>
   T* Base(AlignedBuffer& b) { return reinterpret_cast<T*>(b.data()); }
   template <typename T>
@@ -113,24 +130,27 @@ class LlamaParams {
   AlignedBuffer weights_, grads_, bf16_;
 };
 
+// Points v's field for tensor p at ptr.
+template <typename T>
+void SetViewPointer(ModelView<T>& v, const ParamInfo& p, T* ptr) {
+  switch (p.kind) {
+    case ParamKind::kEmbed: v.embed = ptr; break;
+    case ParamKind::kAttnNorm: v.layers[p.layer].attn_norm = ptr; break;
+    case ParamKind::kWqkv: v.layers[p.layer].wqkv = ptr; break;
+    case ParamKind::kWo: v.layers[p.layer].wo = ptr; break;
+    case ParamKind::kMlpNorm: v.layers[p.layer].mlp_norm = ptr; break;
+    case ParamKind::kWGateUp: v.layers[p.layer].w_gate_up = ptr; break;
+    case ParamKind::kWDown: v.layers[p.layer].w_down = ptr; break;
+    case ParamKind::kFinalNorm: v.final_norm = ptr; break;
+    case ParamKind::kLmHead: v.lm_head = ptr; break;
+  }
+}
+
 template <typename T>
 ModelView<T> LlamaParams::View(T* base) const {
   ModelView<T> v;
   v.layers.resize(config_.n_layers);
-  for (const ParamInfo& p : params_) {
-    T* ptr = base + p.offset;
-    switch (p.kind) {
-      case ParamKind::kEmbed: v.embed = ptr; break;
-      case ParamKind::kAttnNorm: v.layers[p.layer].attn_norm = ptr; break;
-      case ParamKind::kWqkv: v.layers[p.layer].wqkv = ptr; break;
-      case ParamKind::kWo: v.layers[p.layer].wo = ptr; break;
-      case ParamKind::kMlpNorm: v.layers[p.layer].mlp_norm = ptr; break;
-      case ParamKind::kWGateUp: v.layers[p.layer].w_gate_up = ptr; break;
-      case ParamKind::kWDown: v.layers[p.layer].w_down = ptr; break;
-      case ParamKind::kFinalNorm: v.final_norm = ptr; break;
-      case ParamKind::kLmHead: v.lm_head = ptr; break;
-    }
-  }
+  for (const ParamInfo& p : params_) SetViewPointer(v, p, base + p.offset);
   if (config_.tie_embeddings) v.lm_head = v.embed;
   return v;
 }

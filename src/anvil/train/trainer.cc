@@ -282,7 +282,7 @@ StepMetrics Trainer::Step() {
   counted = dp.AllReduceValue<int64_t>(counted);
   const float loss_scale = counted > 0 ? static_cast<float>(1.0 / static_cast<double>(counted)) : 0.0f;
   std::vector<double> loss_sums(accum);
-  const model::GradsReady ready = [this](int64_t from) { dp_->OnGradsReady(from); };
+  const model::StepHooks hooks{.grads_ready = [this](int64_t from) { dp_->OnGradsReady(from); }};
   for (int i = 0; i < accum; ++i) {
     dp_->BeginMicroBatch(i);  // waits for reductions still reading the grads
     {
@@ -290,7 +290,7 @@ StepMetrics Trainer::Step() {
       model_->ZeroGrads(*ctx_);
     }
     ANVIL_TRACE_ZONE("forward_backward");
-    loss_sums[i] = model_->ForwardBackward(*ctx_, micro_[i].view, loss_scale, ready).loss_sum;
+    loss_sums[i] = model_->ForwardBackward(*ctx_, micro_[i].view, loss_scale, hooks).loss_sum;
   }
   const std::span<const float> grads = dp_->FinishReduction();
   // Every slot's loss sum, added in slot order (micro-batch i of rank r is
