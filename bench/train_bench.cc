@@ -290,20 +290,21 @@ int RunDataParallelBench(const TrainBenchOptions& o) {
     std::string cmd;
   };
   std::vector<Case> cases = {{fmt::format("1 rank x {} threads", o.dp), base_cmd}};
-  for (int zero : {0, 1}) {
-    for (bool overlap : {true, false}) {
-      cases.push_back(
-          {fmt::format("{} ranks x 1, ZeRO-{}{}", o.dp, zero, overlap ? "" : ", no overlap"),
-           fmt::format("{} {} bench train {} --threads 1 --dp-worker --dp {} --set parallel.zero={} "
-                       "--set parallel.overlap={} --set train.grad_accum={}",
-                       mpirun, ShellQuote(self), common, o.dp, zero, overlap ? "true" : "false",
-                       tc->grad_accum / o.dp)});
-    }
+  // Overlap on and off for the bucketed stages; ZeRO-2/3 reduce each unit as
+  // its backward ends (parallel.overlap does not apply).
+  const std::pair<int, bool> stages[] = {{0, true}, {0, false}, {1, true}, {1, false}, {2, true}, {3, true}};
+  for (const auto& [zero, overlap] : stages) {
+    cases.push_back(
+        {fmt::format("{} ranks x 1, ZeRO-{}{}", o.dp, zero, overlap ? "" : ", no overlap"),
+         fmt::format("{} {} bench train {} --threads 1 --dp-worker --dp {} --set parallel.zero={} "
+                     "--set parallel.overlap={} --set train.grad_accum={}",
+                     mpirun, ShellQuote(self), common, o.dp, zero, overlap ? "true" : "false",
+                     tc->grad_accum / o.dp)});
   }
   if (!o.json) {
     fmt::print("anvil bench train --dp {}: {} ({}), global batch {} x {} x {} rows, {} timed steps\n",
                o.dp, o.config, precision, tc->batch_size, tc->seq_len, tc->grad_accum, o.steps);
-    fmt::print("{:<30} {:>10} {:>9} {:>9} {:>12} {:>12} {:>10}\n", "", "tokens/s", "vs 1 rank",
+    fmt::print("{:<32} {:>10} {:>9} {:>9} {:>12} {:>12} {:>10}\n", "", "tokens/s", "vs 1 rank",
                "exposed", "state/rank", "formula", "max RSS");
   }
   double base = 0;
@@ -313,22 +314,25 @@ int RunDataParallelBench(const TrainBenchOptions& o) {
     const double tps = (*j)["tokens_per_s"].get<double>();
     if (base == 0) base = tps;
     // The ZeRO paper's model-state bytes per rank, in anvil's precisions:
-    // f32 weights (and a bf16 copy), f32 grads, AdamW m and v (8 bytes per
-    // parameter, / ranks under ZeRO-1), and an f32 gradient sum where a rank
-    // accumulates several micro-batches (its shard alone under ZeRO-1).
-    // Measured: the buffers allocated.
+    // f32 weights 4Ψ (and a bf16 copy 2Ψ; / ranks under ZeRO-3, which keeps
+    // no copy), f32 grads 4Ψ (none from ZeRO-2), AdamW m and v 8Ψ (/ ranks
+    // from ZeRO-1), and the f32 gradient sum 4Ψ where a rank accumulates
+    // micro-batches or from ZeRO-2 (/ ranks from ZeRO-1). Measured: the
+    // buffers allocated, which add ZeRO-2/3's unit slots (the gather buffers).
     const double psi = static_cast<double>((*j)["params"].get<int64_t>());
     const int ranks = (*j)["ranks"].get<int>(), zero = (*j)["zero"].get<int>();
-    const double formula = psi * (4 + 4 + (precision == "bf16" ? 2 : 0)) +
-                           psi * 8 / (zero == 1 ? ranks : 1) +
-                           ((*j)["grad_accum"].get<int64_t>() > 1 ? psi * 4 / (zero == 1 ? ranks : 1) : 0);
+    const double shards = zero >= 1 ? ranks : 1;
+    const double weights = zero == 3 ? psi * 4 / ranks : psi * (4 + (precision == "bf16" ? 2 : 0));
+    const double grads = zero >= 2 ? 0 : psi * 4;
+    const bool sum = (*j)["grad_accum"].get<int64_t>() > 1 || zero >= 2;
+    const double formula = weights + grads + psi * 8 / shards + (sum ? psi * 4 / shards : 0);
     (*j)["case"] = c.name;
     (*j)["vs_one_rank"] = tps / base;
     (*j)["formula_bytes"] = formula;
     if (o.json) {
       fmt::print("{}\n", j->dump());
     } else {
-      fmt::print("{:<30} {:>10.0f} {:>8.2f}x {:>8.1f}% {:>9.1f} MB {:>9.1f} MB {:>7.0f} MB\n", c.name,
+      fmt::print("{:<32} {:>10.0f} {:>8.2f}x {:>8.1f}% {:>9.1f} MB {:>9.1f} MB {:>7.0f} MB\n", c.name,
                  tps, tps / base, 100 * (*j)["exposed_comm_share"].get<double>(),
                  (*j)["state_bytes_rank0"].get<int64_t>() / 1e6, formula / 1e6,
                  (*j)["max_rss_bytes"].get<int64_t>() / 1e6);

@@ -7,7 +7,7 @@
 // The baseline is 1 rank x dp threads with the config's grad_accum; each case
 // is dp ranks x 1 thread (grad_accum / dp micro-batches each) started through
 // mpirun (this binary again, as a worker), for ZeRO 0 and 1 with the
-// reduction overlapped and not. Reported: tokens/s and the ratio to the
+// reduction overlapped and not, and ZeRO 2 and 3. Reported: tokens/s and the ratio to the
 // baseline, the exposed-communication share of the step, and the model-state
 // bytes per rank against the ZeRO formula.
 #pragma once

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Data parallel trains the same model as one process, bit for bit:
 #  1. N ranks with one micro-batch each == 1 process accumulating N (N = 2, 4;
-#     ZeRO-0 and ZeRO-1; f32 and bf16): every loss, gradient norm and
+#     ZeRO-0, 1, 2 and 3; f32 and bf16): every loss, gradient norm and
 #     validation loss, the final weights and AdamW's m and v
 #     (compare_runs.py). Also with overlap off, with one tensor per bucket,
-#     and 2 ranks x 2 micro-batches (ZeRO-0 and ZeRO-1) == 1 process x 4.
-#  2. Resharding: a run started as dp4-zero1, continued from its step-2
+#     and 2 ranks x 2 micro-batches (ZeRO-0 to 3; ZeRO-3 with full recompute)
+#     == 1 process x 4.
+#  2. Resharding: a run started as dp4-zero3, continued from its step-2
 #     checkpoint by 1 process (grad_accum 4), continued from that run's
 #     step-4 checkpoint as dp2-zero1 (grad_accum 2), ends where the
 #     uninterrupted 1-process run ends; `anvil export` of it is the 1-process
@@ -45,7 +46,7 @@ dp() {  # dp OUT NP PRECISION ZERO ACCUM [sets...]
 for p in f32 bf16; do
   for n in 2 4; do
     one "one_${p}_a$n" "$p" "$n"
-    for zero in 0 1; do
+    for zero in 0 1 2 3; do
       dp "dp${n}_z${zero}_$p" "$n" "$p" "$zero" 1
       compare "$work/one_${p}_a$n" "$work/dp${n}_z${zero}_$p"
     done
@@ -61,11 +62,15 @@ dp dp2_z1_a2_tiny_buckets 2 f32 1 2 --set parallel.bucket_mb=0.000001
 compare "$work/dp2_z1_a2" "$work/dp2_z1_a2_tiny_buckets"
 compare "$work/dp2_z0_a2" "$work/dp2_z1_a2"
 compare "$work/one_f32_a4" "$work/dp2_z0_a2"  # 2 ranks x 2 micro-batches == 1 x 4
+dp dp2_z2_a2_bf16 2 bf16 2 2
+compare "$work/one_bf16_a4" "$work/dp2_z2_a2_bf16"
+dp dp2_z3_a2_bf16 2 bf16 3 2 --set train.recompute=full
+compare "$work/one_bf16_a4" "$work/dp2_z3_a2_bf16"
 
-# 2. Resharding: dp4-zero1 -> 1 process -> dp2-zero1.
+# 2. Resharding: dp4-zero3 -> 1 process -> dp2-zero1.
 keep=(--set train.checkpoint_every=2 --set train.keep_checkpoints=0)
 one base f32 4 "${keep[@]}"
-dp stage1 4 f32 1 1 "${keep[@]}"
+dp stage1 4 f32 3 1 "${keep[@]}"
 rewind() {  # rewind FROM TO STEP: TO is FROM as it was at checkpoint STEP
   cp -r "$work/$1" "$work/$2"
   echo "step_$3" > "$work/$2/latest"
@@ -75,17 +80,18 @@ rewind() {  # rewind FROM TO STEP: TO is FROM as it was at checkpoint STEP
   return 0
 }
 rewind stage1 stage2 2
-"$anvil" train --resume "$work/stage2" --set parallel.dp=1 --set train.grad_accum=4 \
-  > "$work/stage2.log" 2>&1 || { cat "$work/stage2.log"; fail "1-process resume of a dp4-zero1 checkpoint"; }
+"$anvil" train --resume "$work/stage2" --set parallel.dp=1 --set parallel.zero=0 \
+  --set train.grad_accum=4 > "$work/stage2.log" 2>&1 \
+  || { cat "$work/stage2.log"; fail "1-process resume of a dp4-zero3 checkpoint"; }
 rewind stage2 stage3 4
-mpi 2 train --resume "$work/stage3" --set parallel.dp=2 --set train.grad_accum=2 \
+mpi 2 train --resume "$work/stage3" --set parallel.dp=2 --set parallel.zero=1 --set train.grad_accum=2 \
   > "$work/stage3.log" 2>&1 || { cat "$work/stage3.log"; fail "dp2-zero1 resume of a 1-process checkpoint"; }
 compare "$work/base" "$work/stage1"
 compare "$work/base" "$work/stage2" --from-step 2
 compare "$work/base" "$work/stage3" --from-step 4
 
 # anvil export: the same Hugging Face folder from a sharded run as from one process.
-"$anvil" export --ckpt "$work/stage1" --out "$work/export_dp4" > /dev/null || fail "export of a dp4-zero1 run"
+"$anvil" export --ckpt "$work/stage1" --out "$work/export_dp4" > /dev/null || fail "export of a dp4-zero3 run"
 "$anvil" export --ckpt "$work/base" --out "$work/export_one" > /dev/null || fail "export of a 1-process run"
 for f in model.safetensors config.json tokenizer.json; do
   cmp -s "$work/export_dp4/$f" "$work/export_one/$f" || fail "exported $f differs"
@@ -119,4 +125,9 @@ if mpi 2 train --resume "$work/stage3" --set train.grad_accum=1 > "$work/bad2.lo
   fail "a resume that changes the global batch must be refused"
 fi
 grep -q "a resume may change the layout, not the global batch" "$work/bad2.log" || { cat "$work/bad2.log"; fail "no global-batch message"; }
+if mpi 2 train --config "$cfg" --out "$work/bad3" --set parallel.zero=3 --set model.tie_embeddings=true \
+  > "$work/bad3.log" 2>&1; then
+  fail "ZeRO-3 with tied embeddings must be refused"
+fi
+grep -q "parallel.zero = 3 with model.tie_embeddings = true" "$work/bad3.log" || { cat "$work/bad3.log"; fail "no tied-embeddings message"; }
 echo "ok: data parallel == one process, bitwise, for every case; checkpoints reshard"

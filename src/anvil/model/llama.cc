@@ -71,7 +71,10 @@ LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions option
   LlamaMemory m;
   LlamaParams::Layout(config, &m.param_elements);
   const bool bf16 = options.precision == Precision::kBF16;
-  m.params_bytes = m.param_elements * static_cast<int64_t>(2 * sizeof(float) + (bf16 ? sizeof(BF16) : 0));
+  const ParamBuffers& held = options.buffers;
+  m.params_bytes = m.param_elements *
+                   static_cast<int64_t>((held.weights ? sizeof(float) + (bf16 ? sizeof(BF16) : 0) : 0) +
+                                        (held.grads ? sizeof(float) : 0));
   size_t bytes = 0;
   auto count = [&](size_t b) -> std::byte* {
     bytes += AlignUp(b);

@@ -88,7 +88,7 @@ struct LlamaOptions {
 // What a Llama allocates, in bytes.
 struct LlamaMemory {
   int64_t param_elements = 0;    // one flat buffer's length (tensors + padding)
-  int64_t params_bytes = 0;      // weights and grads (f32) and the bf16 shadow
+  int64_t params_bytes = 0;      // the whole buffers held: weights, grads (f32), bf16 shadow
   int64_t activation_bytes = 0;  // the activation arena
   int64_t total() const { return params_bytes + activation_bytes; }
 };

@@ -98,7 +98,13 @@ AdamW::AdamW(const OptimConfig& config, std::vector<ParamGroup> groups, int64_t 
 void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,
                  std::span<float> params, std::span<const float> grads,
                  std::span<BF16> param_bf16) {
-  CHECK_EQ(static_cast<int64_t>(params.size()), size_);
+  // Whole-layout spans are indexed by layout offset, shard-sized ones from
+  // the shard's start.
+  const bool shard_params = static_cast<int64_t>(params.size()) != size_;
+  CHECK(!shard_params || static_cast<int64_t>(params.size()) == shard_.size())
+      << "params of " << params.size() << " elements: the whole layout (" << size_
+      << ") or this shard (" << shard_.size() << ")";
+  CHECK(!shard_params || param_bf16.empty()) << "a bf16 copy goes with whole-layout params";
   const bool shard_grads = static_cast<int64_t>(grads.size()) != size_;
   CHECK(!shard_grads || static_cast<int64_t>(grads.size()) == shard_.size())
       << "grads of " << grads.size() << " elements: the whole layout (" << size_
@@ -115,7 +121,8 @@ void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,
                                     .eps = config_.eps,
                                     .weight_decay = g.decay ? config_.weight_decay : 0.0};
     const int64_t local = begin - shard_.begin;
-    kernels::AdamWUpdate(ctx, hyper, step_, grad_scale, end - begin, params.data() + begin,
+    kernels::AdamWUpdate(ctx, hyper, step_, grad_scale, end - begin,
+                         params.data() + (shard_params ? local : begin),
                          grads.data() + (shard_grads ? local : begin), m().data() + local,
                          v().data() + local,
                          param_bf16.empty() ? nullptr : param_bf16.data() + begin);

@@ -70,10 +70,10 @@ class AdamW {
 
   // One update at schedule LR `lr`: increments step(), then runs the fused
   // update with grad scale `grad_scale` over the shard's part of each group.
-  // `params` and `param_bf16` are whole buffers of `size` elements (only the
-  // shard is read or written; `param_bf16` may be empty: no shadow); `grads`
-  // is the whole buffer or the shard's part alone. Elementwise: a shard gets
-  // bitwise what the whole-buffer update gives it.
+  // `params` and `grads` are each the whole layout (`size` elements; only the
+  // shard is read or written) or the shard's part alone (ZeRO-3 keeps only
+  // that); `param_bf16` is empty (no copy) or the whole layout. Elementwise:
+  // a shard gets bitwise what the whole-buffer update gives it.
   void Step(const kernels::KernelCtx& ctx, double lr, float grad_scale, std::span<float> params,
             std::span<const float> grads, std::span<BF16> param_bf16);
 

@@ -38,12 +38,8 @@ Status ParallelConfig::Validate() const {
           d.key, d.value, d.what));
     }
   }
-  if (zero == 2 || zero == 3) {
-    return InvalidArgument(fmt::format(
-        "key parallel.zero = {}: ZeRO-{} is not implemented yet; use 0 or 1", zero, zero));
-  }
-  if (zero < 0 || zero > 1) {
-    return InvalidArgument(fmt::format("key parallel.zero = {}: must be 0 or 1", zero));
+  if (zero < 0 || zero > 3) {
+    return InvalidArgument(fmt::format("key parallel.zero = {}: must be 0, 1, 2 or 3", zero));
   }
   if (!(bucket_mb > 0 && bucket_mb <= 4096)) {
     return InvalidArgument(fmt::format("key parallel.bucket_mb = {}: must be in (0, 4096]", bucket_mb));

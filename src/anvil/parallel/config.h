@@ -20,12 +20,17 @@ struct ParallelConfig {
   // itself; larger values are refused as not implemented).
   int64_t tp = 1, pp = 1, cp = 1, ep = 1;
   // parallel.zero: 0 (gradients all-reduced, every rank holds the whole
-  // optimizer state) or 1 (gradients reduce-scattered, each rank updates its
+  // optimizer state); 1 (gradients reduce-scattered, each rank updates its
   // shard of the weights with its shard of the AdamW state, then the weights
-  // are all-gathered).
+  // are all-gathered); 2 (also no whole gradient buffer: each unit's grads
+  // are reduce-scattered as its backward ends); 3 (also no whole weights:
+  // each unit is all-gathered before its forward and again before its
+  // backward, the next one prefetched). Tied embeddings: 0 and 1 only.
   int64_t zero = 0;
   double bucket_mb = 25;  // parallel.bucket_mb: gradient bucket size (reverse layer order)
-  bool overlap = true;    // parallel.overlap: reduce a bucket as soon as its grads are final
+  // parallel.overlap: reduce a bucket as soon as its grads are final (ZeRO-0/1;
+  // ZeRO-2/3 always reduce each unit as its backward ends).
+  bool overlap = true;
   double timeout_s = 600;  // comm.timeout_s: a collective that takes longer aborts the job
 
   static Result<ParallelConfig> FromConfig(Config& config);

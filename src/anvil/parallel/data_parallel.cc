@@ -28,23 +28,45 @@ std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t 
 }
 
 DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParallelOptions& options,
-                           std::span<float> grads, std::span<const int64_t> tensor_begins)
-    : group_(group), pool_(pool), options_(options), grads_(grads) {
-  CHECK(options.zero == 0 || options.zero == 1) << "ZeRO stage " << options.zero;
+                           int64_t size, std::span<float> grads,
+                           std::span<const int64_t> tensor_begins,
+                           std::span<const int64_t> unit_begins)
+    : group_(group),
+      pool_(pool),
+      options_(options),
+      size_(size),
+      grads_(grads),
+      unit_begins_(unit_begins.begin(), unit_begins.end()) {
+  CHECK(options.zero >= 0 && options.zero <= 3) << "ZeRO stage " << options.zero;
   CHECK_GE(options.grad_accum, 1);
-  const int64_t n = static_cast<int64_t>(grads.size());
-  buckets_ = PlanBuckets(tensor_begins, n, options.bucket_elements);
-  shard_counts_ = options.zero == 1 ? comm::SplitEvenly(n, group.size(), optim::kNormChunk)
+  CHECK(by_units() ? grads.empty() : static_cast<int64_t>(grads.size()) == size)
+      << "the model's grad buffer: whole below ZeRO-2, none from it";
+  buckets_ = PlanBuckets(tensor_begins, size, options.bucket_elements);
+  shard_counts_ = options.zero >= 1 ? comm::SplitEvenly(size, group.size(), optim::kNormChunk)
                                     : std::vector<int64_t>{};
-  shard_ = {0, n};
-  if (options.zero == 1) {
+  shard_ = {0, size};
+  if (options.zero >= 1) {
     int64_t begin = 0;
     for (int r = 0; r < group.rank(); ++r) begin += shard_counts_[r];
     shard_ = {begin, begin + shard_counts_[group.rank()]};
   }
-  if (options.grad_accum > 1) {  // ZeRO-0's sum is gathered into it: whole
-    accum_ = AlignedBuffer(static_cast<size_t>(options.zero == 0 ? n : shard_.size()) * sizeof(float));
+  // The sum: in the model's grads when they are whole and there is one
+  // micro-batch; else here (ZeRO-0's is gathered whole into it).
+  if (options.grad_accum > 1 || by_units()) {
+    accum_ = AlignedBuffer(static_cast<size_t>(options.zero == 0 ? size : shard_.size()) * sizeof(float));
     std::memset(accum_.data(), 0, accum_.size());  // first touch once, here
+  }
+  if (by_units()) {
+    CHECK(unit_begins_.size() >= 2 && unit_begins_.front() == 0 && unit_begins_.back() == size)
+        << "unit offsets";
+    int64_t largest = 0;
+    for (size_t u = 0; u + 1 < unit_begins_.size(); ++u) {
+      largest = std::max(largest, unit_begins_[u + 1] - unit_begins_[u]);
+    }
+    for (AlignedBuffer& slot : slots_) {
+      slot = AlignedBuffer(static_cast<size_t>(largest) * sizeof(float));
+      std::memset(slot.data(), 0, slot.size());
+    }
   }
 }
 
@@ -53,7 +75,7 @@ std::span<float> DataParallel::Accum() {
 }
 
 std::span<float> DataParallel::SumSegment(int64_t begin, int64_t count) {
-  if (options_.grad_accum == 1) return grads_.subspan(begin, count);
+  if (options_.grad_accum == 1 && !by_units()) return grads_.subspan(begin, count);
   if (count == 0) return {};  // a bucket outside this rank's shard
   // ZeRO-1's accumulation buffer holds the shard alone.
   const int64_t base = options_.zero == 0 ? 0 : shard_.begin;
@@ -80,13 +102,55 @@ void DataParallel::BeginMicroBatch(int index) {
     exposed_seconds_ = 0;
   }
   micro_ = index;
-  frontier_ = static_cast<int64_t>(grads_.size());
+  frontier_ = size_;
   next_bucket_ = 0;
+}
+
+float* DataParallel::BeginUnitBackward(int unit) {
+  CHECK(by_units()) << "unit slots are for ZeRO-2/3";
+  CHECK(unit >= 0 && unit + 1 < static_cast<int>(unit_begins_.size())) << "unit " << unit;
+  slot_ ^= 1;
+  {
+    ANVIL_TRACE_ZONE("dp_slot_wait");  // the reduction of the unit two back
+    const Stopwatch watch;
+    slot_reduced_[slot_].Wait();
+    exposed_seconds_ += watch.Seconds();
+  }
+  unit_ = unit;
+  float* slot = reinterpret_cast<float*>(slots_[slot_].data());
+  const int64_t count = unit_begins_[unit + 1] - unit_begins_[unit];
+  pool_.ParallelFor(count, [&](int64_t lo, int64_t hi, int) {
+    std::memset(slot + lo, 0, static_cast<size_t>(hi - lo) * sizeof(float));
+  });
+  return slot;
 }
 
 void DataParallel::OnGradsReady(int64_t from) {
   CHECK(from >= 0 && from <= frontier_) << "grads ready from " << from << " after " << frontier_;
   frontier_ = from;
+  if (by_units()) {  // the unit in the slot is done: fold it into the shards' sums
+    CHECK(unit_ >= 0 && from == unit_begins_[unit_]) << "grads ready from " << from
+                                                      << " but unit " << unit_ << " is in backward";
+    const Bucket unit{unit_begins_[unit_], unit_begins_[unit_ + 1]};
+    const std::vector<int64_t> counts = Segments(unit);
+    int64_t mine = unit.begin;
+    for (int r = 0; r < group_.rank(); ++r) mine += counts[r];
+    const std::span<const float> grads(reinterpret_cast<const float*>(slots_[slot_].data()),
+                                       static_cast<size_t>(unit.end - unit.begin));
+    const std::span<float> sum = SumSegment(mine, counts[group_.rank()]);
+    if (group_.size() == 1) {  // as in StartBucket: the fold of one rank
+      const float* g = grads.data() + (mine - unit.begin);
+      pool_.ParallelFor(static_cast<int64_t>(sum.size()), [&](int64_t lo, int64_t hi, int) {
+        for (int64_t i = lo; i < hi; ++i) sum[i] = micro_ > 0 ? sum[i] + g[i] : g[i];
+      });
+    } else {
+      slot_reduced_[slot_] = group_.ReduceScatterAsync(grads, sum, std::span<const int64_t>(counts),
+                                                       comm::ReduceOp::kSum, micro_ > 0);
+      pending_.push_back(slot_reduced_[slot_]);
+    }
+    unit_ = -1;
+    return;
+  }
   // Without overlap every bucket starts once the whole backward is done.
   if (!options_.overlap && frontier_ > 0) return;
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= frontier_) {
@@ -145,18 +209,19 @@ void DataParallel::StartBucket(size_t index) {
 
 std::span<const float> DataParallel::FinishReduction() {
   ANVIL_TRACE_ZONE("dp_reduce_wait");
-  CHECK(micro_ == options_.grad_accum - 1 && frontier_ == 0 && next_bucket_ == buckets_.size())
+  CHECK(micro_ == options_.grad_accum - 1 && frontier_ == 0 &&
+        (by_units() || next_bucket_ == buckets_.size()))
       << "FinishReduction before the last micro-batch's backward finished";
   const Stopwatch watch;
   WaitPending();
   exposed_seconds_ += watch.Seconds();
-  if (options_.grad_accum == 1) return grads_;
+  if (options_.grad_accum == 1 && !by_units()) return grads_;
   return Accum();
 }
 
 double DataParallel::GradNorm(std::span<const float> reduced) {
   if (options_.zero == 0) return optim::GlobalNorm(pool_, reduced);
-  const std::span<const float> own = reduced.size() == grads_.size()
+  const std::span<const float> own = static_cast<int64_t>(reduced.size()) == size_
                                          ? reduced.subspan(shard_.begin, shard_.size())
                                          : reduced;
   CHECK_EQ(static_cast<int64_t>(own.size()), shard_.size()) << "reduced grads";
@@ -175,6 +240,7 @@ double DataParallel::GradNorm(std::span<const float> reduced) {
 
 void DataParallel::GatherWeights(std::span<float> weights) {
   if (options_.zero == 0) return;
+  CHECK_NE(options_.zero, 3) << "ZeRO-3 gathers weights unit by unit (weight_gather.h)";
   ANVIL_TRACE_ZONE("dp_gather_weights");
   const Stopwatch watch;
   group_.AllGather(std::span<const float>(weights.subspan(shard_.begin, shard_.size())), weights,

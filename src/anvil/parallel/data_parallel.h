@@ -24,6 +24,12 @@
 // micro-batch's backward waits for the previous one's reductions (it reuses
 // the model's grad buffer).
 //
+// ZeRO-2 and ZeRO-3 go by the model's units (embedding, each layer, head)
+// instead of buckets: the model holds no whole grad buffer; each unit's
+// backward writes into one of two unit-sized slots (BeginUnitBackward), which
+// is reduce-scattered into this rank's shard of the sum as soon as the unit
+// is done and reused two units later. (ZeRO-3's weights: weight_gather.h.)
+//
 // Shards are SplitEvenly over the flat buffer at multiples of
 // optim::kNormChunk, so the global norm assembled from the shards' chunk sums
 // is the whole buffer's, bitwise.
@@ -41,7 +47,7 @@
 namespace anvil::parallel {
 
 struct DataParallelOptions {
-  int zero = 0;                    // 0 or 1
+  int zero = 0;                    // 0 .. 3
   int64_t bucket_elements = 1 << 22;
   bool overlap = true;             // false: every bucket is reduced after the backward
   int64_t grad_accum = 1;          // micro-batches per rank and step
@@ -61,26 +67,37 @@ std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t 
 
 class DataParallel {
  public:
-  // `grads` is the model's flat grad buffer; `tensor_begins` its tensors'
-  // first offsets. The group and the pool must outlive this object.
+  // A layout of `size` elements; `grads` is the model's flat grad buffer
+  // (empty under ZeRO-2/3); `tensor_begins` the tensors' first offsets,
+  // `unit_begins` the units' (with `size` last). The group and the pool must
+  // outlive this object.
   DataParallel(comm::Group& group, ThreadPool& pool, const DataParallelOptions& options,
-               std::span<float> grads, std::span<const int64_t> tensor_begins);
+               int64_t size, std::span<float> grads, std::span<const int64_t> tensor_begins,
+               std::span<const int64_t> unit_begins);
 
   int rank() const { return group_.rank(); }
   int size() const { return group_.size(); }
   comm::Group& group() { return group_; }
   const DataParallelOptions& options() const { return options_; }
-  // This rank's shard (ZeRO-1) or the whole buffer (ZeRO-0).
+  // This rank's shard (ZeRO-1..3) or the whole buffer (ZeRO-0).
   optim::Shard shard() const { return shard_; }
-  // Bytes this object allocated (the accumulation buffer), for memory reports.
-  int64_t allocated_bytes() const { return static_cast<int64_t>(accum_.size()); }
+  // Elements per rank of the sharding.
+  const std::vector<int64_t>& shard_counts() const { return shard_counts_; }
+  // Bytes this object allocated (gradient sum, unit slots), for memory reports.
+  int64_t allocated_bytes() const {
+    return static_cast<int64_t>(accum_.size() + slots_[0].size() + slots_[1].size());
+  }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
   // Before micro-batch `index` (0 .. grad_accum - 1) of a step, and before the
   // model's grads are zeroed for it: waits for the previous micro-batch's
   // reductions, which read them.
   void BeginMicroBatch(int index);
-  // Llama's GradsReady: grads in [from, end) are final for this micro-batch.
+  // ZeRO-2/3, before unit `unit`'s backward: a zeroed slot for its grads
+  // (laid out as the unit's range of the layout).
+  float* BeginUnitBackward(int unit);
+  // Llama's GradsReady: grads in [from, end) are final for this micro-batch
+  // (ZeRO-2/3: `from` is the unit's start; its slot is reduced).
   void OnGradsReady(int64_t from);
   // After the last micro-batch: waits for every reduction. Returns the summed
   // gradient: the whole buffer (ZeRO-0), or under ZeRO-1 the shard's part
@@ -89,7 +106,8 @@ class DataParallel {
   // The L2 norm of the summed gradient (as FinishReduction returned it) over
   // every rank's part.
   double GradNorm(std::span<const float> reduced);
-  // ZeRO-1: every rank's updated shard of `weights` to every rank (a no-op at ZeRO-0).
+  // ZeRO-1/2: every rank's updated shard of `weights` to every rank (a no-op
+  // at ZeRO-0; ZeRO-3 keeps no whole weights).
   void GatherWeights(std::span<float> weights);
 
   // Seconds the last step waited for reductions and the weight gather after
@@ -106,12 +124,19 @@ class DataParallel {
   // Each rank's part of bucket [begin, end): its fold segment.
   std::vector<int64_t> Segments(const Bucket& b) const;
   void WaitPending();
+  bool by_units() const { return options_.zero >= 2; }
 
   comm::Group& group_;
   ThreadPool& pool_;
   DataParallelOptions options_;
+  int64_t size_;
   std::span<float> grads_;
-  AlignedBuffer accum_;  // [size] with grad_accum > 1
+  AlignedBuffer accum_;  // the sum: [size] (ZeRO-0) or [shard] (ZeRO-1..3)
+  std::vector<int64_t> unit_begins_;
+  AlignedBuffer slots_[2];         // ZeRO-2/3: unit grads, [largest unit] each
+  comm::Handle slot_reduced_[2];   // the reduction reading each slot
+  int slot_ = 0;                   // the slot of the unit in backward
+  int unit_ = -1;                  // the unit in backward
   std::vector<Bucket> buckets_;
   std::vector<int64_t> shard_counts_;  // elements per rank
   optim::Shard shard_;

@@ -67,7 +67,10 @@ Result<std::string> Trainer::SaveCheckpoint() {
   if (sharded || root()) {
     written = optimizer_->Save(temp + "/" + OptimizerFileName(dp_->rank(), sharded ? dp_size() : 1));
   }
-  if (written.ok() && root()) written = WriteSharedCheckpointFiles(temp);
+  // ZeRO-3 keeps no whole weights: rank 0 collects the shards to write them.
+  std::unique_ptr<model::LlamaParams> whole;
+  if (gather_) whole = CollectWeightsOnRoot();
+  if (written.ok() && root()) written = WriteSharedCheckpointFiles(temp, whole ? *whole : model_->params());
   RETURN_IF_ERROR(Agree(std::move(written), "writing a checkpoint"));
   Status committed = Status::Ok();
   std::string dir = options_.run_dir + "/" + io::CheckpointDirName(step_);
@@ -81,8 +84,31 @@ Result<std::string> Trainer::SaveCheckpoint() {
   return dir;
 }
 
-Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
-  RETURN_IF_ERROR(model::SaveHfCheckpoint(temp, model_->params()));
+std::unique_ptr<model::LlamaParams> Trainer::CollectWeightsOnRoot() {
+  comm::Group& dp = plan_->dp();
+  const std::vector<int64_t>& counts = dp_->shard_counts();
+  if (!root()) {
+    dp.Send(std::span<const float>(gather_->master()), 0);
+    return nullptr;
+  }
+  auto whole = std::make_unique<model::LlamaParams>(model_config_, /*with_bf16=*/false,
+                                                    model::ParamBuffers{.weights = true, .grads = false});
+  float* w = whole->weights().data();
+  int64_t offset = 0;
+  for (int r = 0; r < dp.size(); ++r) {
+    const std::span<float> part(w + offset, static_cast<size_t>(counts[r]));
+    if (r == dp.rank()) {
+      std::copy(gather_->master().begin(), gather_->master().end(), part.begin());
+    } else {
+      dp.Recv(part, r);
+    }
+    offset += counts[r];
+  }
+  return whole;
+}
+
+Status Trainer::WriteSharedCheckpointFiles(const std::string& temp, const model::LlamaParams& weights) {
+  RETURN_IF_ERROR(model::SaveHfCheckpoint(temp, weights));
   const data::LoaderPosition pos = loaders_[0]->position();
   nlohmann::ordered_json s;
   s["format_version"] = 2;
@@ -104,8 +130,18 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
 
 Status Trainer::LoadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(path));
-  RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, model_->params()));
-  model_->RefreshBf16Weights(*ctx_);
+  if (gather_) {  // ZeRO-3: this rank's shard of the whole weights
+    model::LlamaParams whole(model_config_, /*with_bf16=*/false,
+                             model::ParamBuffers{.weights = true, .grads = false});
+    RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, whole));
+    const optim::Shard& sh = gather_->shard();
+    std::copy(whole.weights().begin() + sh.begin, whole.weights().begin() + sh.end,
+              gather_->master().begin());
+    gather_->Invalidate();
+  } else {
+    RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, model_->params()));
+    model_->RefreshBf16Weights(*ctx_);
+  }
   // Shards saved under any layout: this rank takes the part it owns now.
   RETURN_IF_ERROR(optimizer_->Load(OptimizerFiles(info.dir)));
   const std::string state_path = info.dir + "/trainer_state.json";

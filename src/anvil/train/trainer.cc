@@ -19,6 +19,7 @@
 #include "anvil/profile/peak.h"
 #include "anvil/profile/trace.h"
 #include "anvil/parallel/plan.h"
+#include "anvil/parallel/weight_gather.h"
 #include "anvil/train/report_machine.h"
 #include "anvil/train/time_budget.h"
 #include "anvil/train/trace_merge.h"
@@ -59,26 +60,43 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // activations) and AdamW's two f32 moments per parameter. A run that cannot
 // fit is refused before anything is allocated; otherwise it would die later
 // in an allocation or by the OOM killer without saying why.
-// Per rank: `accumulate` adds the f32 gradient sum of grad_accum > 1; ZeRO-1
-// divides it and AdamW's state over `adam_shards` ranks.
+// Per rank: the model's buffers (whole weights and grads as the ZeRO stage
+// keeps them) and activations, AdamW's state (sharded from ZeRO-1 over
+// `shards` ranks), the f32 gradient sum (with several micro-batches or from
+// ZeRO-2; sharded from ZeRO-1), ZeRO-2/3's two unit slots for grads and
+// ZeRO-3's master shard and two unit slots for weights.
 Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOptions& mo,
-                            bool accumulate, int adam_shards) {
+                            int64_t grad_accum, int zero, int shards) {
   const model::LlamaMemory m = model::Llama::EstimateMemory(mc, mo);
-  const int64_t adam_bytes =
-      m.param_elements * static_cast<int64_t>(2 * sizeof(float)) / adam_shards;
-  const int64_t accum_bytes =
-      accumulate ? m.param_elements * static_cast<int64_t>(sizeof(float)) / adam_shards : 0;
-  const int64_t need = m.total() + adam_bytes + accum_bytes;
+  const int64_t p = m.param_elements, f = sizeof(float);
+  const int64_t adam_bytes = p * 2 * f / shards;
+  int64_t largest_unit = 0;  // the embedding or the head, or a layer
+  {
+    int64_t size = 0;
+    const std::vector<model::ParamInfo> infos = model::LlamaParams::Layout(mc, &size);
+    std::vector<int64_t> begins = {0};
+    for (const model::ParamInfo& i : infos) {
+      if (i.kind == model::ParamKind::kAttnNorm || i.kind == model::ParamKind::kFinalNorm) begins.push_back(i.offset);
+    }
+    begins.push_back(size);
+    for (size_t u = 0; u + 1 < begins.size(); ++u) largest_unit = std::max(largest_unit, begins[u + 1] - begins[u]);
+  }
+  const bool bf16 = mo.precision == model::Precision::kBF16;
+  int64_t extra = (grad_accum > 1 || zero >= 2) ? p * f / (zero >= 1 ? shards : 1) : 0;
+  if (zero >= 2) extra += 2 * largest_unit * f;
+  if (zero == 3) extra += p * f / shards + 2 * largest_unit * (f + (bf16 ? 2 : 0));
+  const int64_t need = m.total() + adam_bytes + extra;
   const long available = profile::AvailableMemoryBytes();
   if (available >= 0 && need > available) {
     return ResourceExhausted(fmt::format(
         "the run needs about {:.1f} GiB (weights, grads and bf16 copy {:.1f}, AdamW state {:.1f}, "
-        "activations of {} x {} tokens {:.1f}) but this machine has {:.1f} GiB available: make "
+        "activations of {} x {} tokens {:.1f}, sums and gather buffers {:.1f}) but this machine "
+        "has {:.1f} GiB available: make "
         "the model smaller (model.dim, model.n_layers, model.ffn_dim, model.vocab_size) or the "
         "micro-batch (train.batch_size, train.seq_len; train.grad_accum keeps the step's tokens), "
         "or keep fewer activations (train.recompute = \"full\")",
         need / kGiB, m.params_bytes / kGiB, adam_bytes / kGiB, mo.max_batch, mo.max_seq_len,
-        m.activation_bytes / kGiB, available / kGiB));
+        m.activation_bytes / kGiB, extra / kGiB, available / kGiB));
   }
   return need;
 }
@@ -182,10 +200,19 @@ Status Trainer::Init(Config config, const RunOptions& options) {
 // The model, data and optimizer of this rank (no collectives: Init agrees
 // on the outcome).
 Status Trainer::Build() {
+  const int zero = plan_->zero();
+  if (zero >= 2 && model_config_.tie_embeddings) {
+    return InvalidArgument(fmt::format(
+        "parallel.zero = {} with model.tie_embeddings = true: the tied LM head is the embedding, "
+        "one tensor in two units, which ZeRO-2/3 reduce and gather unit by unit; use "
+        "parallel.zero = 1 or untied embeddings",
+        zero));
+  }
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
-                               .max_batch = train_.batch_size, .max_seq_len = train_.seq_len};
+                               .max_batch = train_.batch_size, .max_seq_len = train_.seq_len,
+                               .buffers = {.weights = zero < 3, .grads = zero < 2}};
   ASSIGN_OR_RETURN(memory_estimate_,
-                   CheckMemory(model_config_, mo, train_.grad_accum > 1, plan_->zero() == 1 ? dp_size() : 1));
+                   CheckMemory(model_config_, mo, train_.grad_accum, zero, dp_size()));
 
   auto open = [&](const char* name) -> Result<std::unique_ptr<data::TokenShard>> {
     const std::string path = train_.data_dir + "/" + name;
@@ -229,8 +256,9 @@ Status Trainer::Build() {
   val_loader_ = std::make_unique<data::Loader>(std::move(*val_loader));
 
   model_ = std::make_unique<model::Llama>(model_config_, mo, *ctx_);
-  std::vector<int64_t> tensor_begins;
+  std::vector<int64_t> tensor_begins, unit_begins;
   for (const model::ParamInfo& p : model_->params().params()) tensor_begins.push_back(p.offset);
+  for (int u = 0; u <= model_->num_units(); ++u) unit_begins.push_back(model_->unit_begin(u));
   const parallel::ParallelConfig& parallel = plan_->config();
   dp_ = std::make_unique<parallel::DataParallel>(
       plan_->dp(), *pool_,
@@ -239,24 +267,63 @@ Status Trainer::Build() {
           .bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(parallel.bucket_mb * 1024 * 1024 / 4)),
           .overlap = parallel.overlap,
           .grad_accum = train_.grad_accum},
-      model_->params().grads(), tensor_begins);
+      model_->params().size(), model_->params().grads(), tensor_begins, unit_begins);
+  if (zero == 3) {
+    gather_ = std::make_unique<parallel::WeightGather>(plan_->dp(), *pool_, ctx_->isa(), unit_begins,
+                                                       dp_->shard_counts(),
+                                                       train_.precision == model::Precision::kBF16);
+  }
   optimizer_ = std::make_unique<optim::AdamW>(optim_config_, optim::LlamaParamGroups(model_->params()),
                                               model_->params().size(), dp_->shard());
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
+  hooks_ = MakeStepHooks();
 
   // Init always (it also zeroes the layout's padding); a resume then loads.
-  model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
+  // ZeRO-3 initialises its shard alone, to the same values.
+  if (gather_) {
+    const optim::Shard& sh = gather_->shard();
+    model_->params().InitRange(*ctx_, static_cast<uint64_t>(train_.seed), sh.begin, sh.end,
+                               gather_->master().data());
+  } else {
+    model_->InitWeights(*ctx_, static_cast<uint64_t>(train_.seed));
+  }
   return Status::Ok();
+}
+
+// How the model's units meet data parallelism: every stage reduces grads as
+// the backward ends them; ZeRO-2/3 give each unit's backward a slot for its
+// grads; ZeRO-3 gathers each unit's weights before it runs, prefetching the
+// next (the embedding's backward reads no weights).
+model::StepHooks Trainer::MakeStepHooks() {
+  model::StepHooks h;
+  h.grads_ready = [this](int64_t from) { dp_->OnGradsReady(from); };
+  const int head = model_->num_units() - 1;
+  if (gather_) {
+    h.before_forward = [this, head](int unit) {
+      const auto w = gather_->Acquire(unit, unit < head ? unit + 1 : -1);
+      model_->BindUnitWeights(unit, w.f32, w.bf16);
+    };
+  }
+  if (plan_->zero() >= 2) {
+    h.before_backward = [this](int unit) {
+      if (gather_ && unit > 0) {
+        const auto w = gather_->Acquire(unit, unit > 1 ? unit - 1 : -1);
+        model_->BindUnitWeights(unit, w.f32, w.bf16);
+      }
+      model_->BindUnitGrads(unit, dp_->BeginUnitBackward(unit));
+    };
+  }
+  return h;
 }
 
 StateMemory Trainer::state_memory() const {
   const model::LlamaParams& p = model_->params();
   StateMemory m;
   m.params = p.size();
-  m.weights = p.size() * static_cast<int64_t>(sizeof(float));
-  m.grads = m.weights;
-  m.bf16_weights = p.has_bf16() ? p.size() * static_cast<int64_t>(sizeof(BF16)) : 0;
+  m.weights = static_cast<int64_t>(p.weights().size_bytes()) + (gather_ ? gather_->allocated_bytes() : 0);
+  m.grads = static_cast<int64_t>(p.grads().size_bytes());
+  m.bf16_weights = static_cast<int64_t>(p.bf16().size_bytes());
   m.adam = optimizer_->shard().size() * static_cast<int64_t>(2 * sizeof(float));
   m.accumulation = dp_->allocated_bytes();
   return m;
@@ -282,7 +349,7 @@ StepMetrics Trainer::Step() {
   counted = dp.AllReduceValue<int64_t>(counted);
   const float loss_scale = counted > 0 ? static_cast<float>(1.0 / static_cast<double>(counted)) : 0.0f;
   std::vector<double> loss_sums(accum);
-  const model::StepHooks hooks{.grads_ready = [this](int64_t from) { dp_->OnGradsReady(from); }};
+  const model::StepHooks& hooks = hooks_;
   for (int i = 0; i < accum; ++i) {
     dp_->BeginMicroBatch(i);  // waits for reductions still reading the grads
     {
@@ -312,10 +379,13 @@ StepMetrics Trainer::Step() {
   const double lr = schedule_->LrAt(step_);
   {
     ANVIL_TRACE_ZONE("adamw");
-    optimizer_->Step(*ctx_, lr, optim::ClipScale(norm, optim_config_.grad_clip), params.weights(),
-                     grads, params.bf16());
+    // ZeRO-3 updates its master shard; the others the whole weights' shard.
+    optimizer_->Step(*ctx_, lr, optim::ClipScale(norm, optim_config_.grad_clip),
+                     gather_ ? gather_->master() : params.weights(), grads, params.bf16());
   }
-  if (dp_->shard().size() != params.size()) {  // ZeRO-1: the other ranks' shards
+  if (gather_) {
+    gather_->Invalidate();  // the gathered units are stale now
+  } else if (dp_->shard().size() != params.size()) {  // ZeRO-1/2: the other ranks' shards
     dp_->GatherWeights(params.weights());
     if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
   }
@@ -351,10 +421,16 @@ EvalMetrics Trainer::Evaluate() {
   std::vector<double> sums;
   std::vector<int64_t> counts;
   Micro& e = eval_batch_;
-  for (int64_t i = me; i < batches; i += ranks) {
-    val_loader_->Fill({0, static_cast<uint64_t>(i)}, &eval_scratch_);
+  // Under ZeRO-3 a forward gathers weights with every rank, so a rank with no
+  // batch left in the last round runs one anyway (batch 0) and drops it.
+  const int64_t rounds = (batches + ranks - 1) / ranks;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t i = round * ranks + me;
+    if (i >= batches && !gather_) break;
+    val_loader_->Fill({0, static_cast<uint64_t>(i < batches ? i : 0)}, &eval_scratch_);
     ToModelBatch(eval_scratch_, packed, e.tokens, e.targets, e.positions, e.cu_seqlens, e.view);
-    const model::LossStats s = model_->Forward(*ctx_, e.view);
+    const model::LossStats s = model_->Forward(*ctx_, e.view, {.before_forward = hooks_.before_forward});
+    if (i >= batches) continue;
     sums.push_back(s.loss_sum);
     counts.push_back(s.tokens);
   }

@@ -40,6 +40,7 @@
 #include "anvil/optim/adamw.h"
 #include "anvil/parallel/config.h"
 #include "anvil/parallel/plan.h"
+#include "anvil/parallel/weight_gather.h"
 #include "anvil/parallel/data_parallel.h"
 #include "anvil/train/config.h"
 #include "anvil/train/metrics.h"
@@ -80,11 +81,11 @@ struct RunSummary {
 // Bytes this rank holds for the model's state (allocated, not estimated).
 struct StateMemory {
   int64_t params = 0;        // Ψ: elements of the flat parameter layout
-  int64_t weights = 0;       // f32 master weights
+  int64_t weights = 0;       // f32 master weights (ZeRO-3: its shard and the unit slots)
   int64_t grads = 0;         // f32 gradients (one micro-batch)
   int64_t bf16_weights = 0;  // the bf16 copy (bf16 precision)
   int64_t adam = 0;          // AdamW m and v (this rank's shard)
-  int64_t accumulation = 0;  // the gradient sum of several micro-batches
+  int64_t accumulation = 0;  // the gradient sum (and ZeRO-2/3's unit grad slots)
   int64_t total() const { return weights + grads + bf16_weights + adam + accumulation; }
 };
 
@@ -134,9 +135,12 @@ class Trainer {
   Trainer() = default;
   Status Init(Config config, const RunOptions& options);
   Status Build();
+  model::StepHooks MakeStepHooks();
   Status LoadCheckpoint(const std::string& path);
   // Rank 0's files of a checkpoint: weights, trainer state, config.
-  Status WriteSharedCheckpointFiles(const std::string& temp_dir);
+  Status WriteSharedCheckpointFiles(const std::string& temp_dir, const model::LlamaParams& weights);
+  // ZeRO-3: the whole weights on rank 0 (null elsewhere), from every rank's shard.
+  std::unique_ptr<model::LlamaParams> CollectWeightsOnRoot();
   // Every rank learns whether any failed: a rank that did not fail gets an
   // error saying another did (its own message is on its stderr). With one
   // process, `status` itself.
@@ -162,6 +166,8 @@ class Trainer {
   std::unique_ptr<data::Loader> val_loader_;
   std::unique_ptr<model::Llama> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
+  std::unique_ptr<parallel::WeightGather> gather_;  // ZeRO-3
+  model::StepHooks hooks_;
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
