@@ -18,6 +18,8 @@ micro_toml 1500 500 10
 sets=(--set train.precision=f32 --set train.checkpoint_every=25 --set train.keep_checkpoints=2
       --set comm.timeout_s=5)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Under AddressSanitizer: MPI keeps allocations to exit (as in mpirun_test.sh).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 start_job() {  # start_job OUT: a 2-rank run in the background; sets $job
   mpirun -np 2 --oversubscribe --bind-to none "$anvil" train --config "$work/micro.toml" \
     --out "$work/$1" "${sets[@]}" > "$work/$1.log" 2>&1 &
