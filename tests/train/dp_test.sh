@@ -87,6 +87,21 @@ rewind stage2 stage3 4
 mpi 2 train --resume "$work/stage3" --set parallel.dp=2 --set parallel.zero=1 --set train.grad_accum=2 \
   > "$work/stage3.log" 2>&1 || { cat "$work/stage3.log"; fail "dp2-zero1 resume of a 1-process checkpoint"; }
 compare "$work/base" "$work/stage1"
+/usr/bin/python3 - "$work/stage1" <<'PY' || fail "checkpoint_index.json"
+import json, sys
+run = sys.argv[1]
+ckpt = f"{run}/" + open(f"{run}/latest").read().strip()
+index = json.load(open(f"{ckpt}/checkpoint_index.json"))
+assert index["layout"]["dp"] == 4 and index["layout"]["zero"] == 3, index["layout"]
+ranges = [(o["begin"], o["end"]) for o in index["optimizer"]]
+assert ranges[0][0] == 0 and ranges[-1][1] == index["flat_size"], ranges
+assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges
+for o in index["optimizer"]:
+    header = open(f"{ckpt}/{o['file']}", "rb").read(8)
+    assert len(header) == 8
+t = index["tensors"]
+assert t[-1]["offset"] + t[-1]["numel"] <= index["flat_size"]
+PY
 compare "$work/base" "$work/stage2" --from-step 2
 compare "$work/base" "$work/stage3" --from-step 4
 

@@ -44,7 +44,8 @@ std::vector<std::string> OptimizerFiles(const std::string& dir) {
 }  // namespace
 
 // Every rank writes its optimizer shard into the temporary folder rank 0
-// made; rank 0 writes the weights, trainer state and config, and commits
+// made; rank 0 writes the weights, trainer state, config and the index
+// (checkpoint_index.json), and commits
 // (manifest, rename, `latest`) only after every rank's file is written and
 // fsynced, so a failure anywhere leaves the previous checkpoint as `latest`.
 Result<std::string> Trainer::SaveCheckpoint() {
@@ -125,7 +126,44 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp, const model:
   s["schedule_planned"] = schedule_planned_;
   s["layout"] = {{"dp", dp_size()}, {"zero", plan_->zero()}, {"grad_accum", train_.grad_accum}};
   RETURN_IF_ERROR(WriteFileAtomic(temp + "/trainer_state.json", s.dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomic(temp + "/checkpoint_index.json", CheckpointIndexJson()));
   return WriteFileAtomic(temp + "/config.toml", resolved_config());
+}
+
+// checkpoint_index.json: what a tool needs to read the checkpoint without
+// anvil: the layout it was saved under, every tensor of the flat parameter
+// layout (name, global shape, offset), and which file holds which range of
+// the flat AdamW state.
+std::string Trainer::CheckpointIndexJson() const {
+  const model::LlamaParams& params = model_->params();
+  nlohmann::ordered_json index;
+  index["format"] = "anvil checkpoint index";
+  index["version"] = 1;
+  index["layout"] = {{"dp", dp_size()},
+                     {"zero", plan_->zero()},
+                     {"grad_accum", train_.grad_accum},
+                     {"precision", model::PrecisionName(train_.precision)}};
+  index["flat_size"] = params.size();
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
+  for (const model::ParamInfo& p : params.params()) {
+    tensors.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
+  }
+  index["tensors"] = std::move(tensors);
+  index["weights"] = {{"file", "model.safetensors"},
+                      {"format", "Hugging Face Llama names, f32, whole (config.json beside it)"}};
+  nlohmann::ordered_json optimizer = nlohmann::ordered_json::array();
+  const bool sharded = dp_->shard().size() != params.size();
+  int64_t begin = 0;
+  for (int r = 0; r < (sharded ? dp_size() : 1); ++r) {
+    const int64_t end = sharded ? begin + dp_->shard_counts()[r] : params.size();
+    optimizer.push_back({{"file", OptimizerFileName(r, sharded ? dp_size() : 1)},
+                         {"tensors", {"m", "v"}},
+                         {"begin", begin},
+                         {"end", end}});
+    begin = end;
+  }
+  index["optimizer"] = std::move(optimizer);
+  return index.dump(2) + "\n";
 }
 
 Status Trainer::LoadCheckpoint(const std::string& path) {

@@ -17,8 +17,11 @@
 // latest session: report_machine.h), trace.json (with tracing), and
 // checkpoints step_<N>/ with a `latest` pointer (io/checkpoint.h). A
 // checkpoint holds model.safetensors + config.json (Hugging Face Llama
-// names), optimizer.safetensors (AdamW m, v, step), trainer_state.json (step,
-// loader position, seed, LR, tokens seen) and config.toml.
+// names), optimizer.safetensors (AdamW m, v, step; under ZeRO-1..3 one
+// optimizer-<rank>-of-<ranks>.safetensors per rank, each a range of the flat
+// layout), trainer_state.json (step, loader position, seed, LR, tokens seen,
+// layout), checkpoint_index.json (the layout, every tensor's shape and flat
+// offset, which file holds which optimizer range) and config.toml.
 #pragma once
 
 #include <atomic>
@@ -139,6 +142,7 @@ class Trainer {
   Status LoadCheckpoint(const std::string& path);
   // Rank 0's files of a checkpoint: weights, trainer state, config.
   Status WriteSharedCheckpointFiles(const std::string& temp_dir, const model::LlamaParams& weights);
+  std::string CheckpointIndexJson() const;  // checkpoint_index.json
   // ZeRO-3: the whole weights on rank 0 (null elsewhere), from every rank's shard.
   std::unique_ptr<model::LlamaParams> CollectWeightsOnRoot();
   // Every rank learns whether any failed: a rank that did not fail gets an
