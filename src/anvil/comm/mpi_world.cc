@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <fmt/core.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <algorithm>
@@ -98,7 +99,12 @@ class MpiGroup final : public Group {
 class MpiRuntime {
  public:
   MpiRuntime(int world_rank, double timeout_s) : world_rank_(world_rank), timeout_s_(timeout_s) {
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      // Linux rounds a sleep up by the thread's timer slack (50 µs by
+      // default): the short sleeps of the poll loop must be short.
+      prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+      Loop();
+    });
   }
 
   void set_timeout(double s) { timeout_s_.store(s); }
