@@ -3,8 +3,10 @@
 // only; the loop is train::Trainer.
 #include <fmt/core.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -33,22 +35,30 @@ int Fail(const Status& s) {
   return 1;
 }
 
-int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world);
+int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* failure);
 
 // Under mpirun every rank runs this command; rank 0 alone prints progress.
-// Every rank reaches FinalizeWorld on the way out: errors are agreed between
-// the ranks (Trainer), so none is left waiting in a collective.
+// A failed rank ends the whole job (another may be waiting in a collective
+// for it); a rank that failed only because another did waits a moment first,
+// so the rank with the cause prints it before the job goes down.
 int RunTrainInWorld(const TrainOptions& o) {
   auto world = comm::InitWorld();
   if (!world.ok()) return Fail(world.status());
-  const int rc = RunTrain(o, *world);
+  Status failure = Status::Ok();
+  const int rc = RunTrain(o, *world, &failure);
+  if (rc != 0 && (*world)->size() > 1) {
+    if (failure.code() == StatusCode::kAborted) std::this_thread::sleep_for(std::chrono::seconds(2));
+    comm::AbortWorld(rc);
+  }
+  world->reset();
   comm::FinalizeWorld();
   return rc;
 }
 
-int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world) {
+int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* failure) {
   const bool root = world->rank() == 0;
   auto Fail = [&](const Status& s) {
+    *failure = s;
     if (world->size() > 1) {
       fmt::print(stderr, "anvil train: [rank {}] {}\n", world->rank(), s.ToString());
       return 1;
@@ -73,6 +83,12 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world) {
   if (!config.ok()) return Fail(config.status());
   for (const std::string& s : o.sets) {
     if (Status st = config->Set(s); !st.ok()) return Fail(st);
+  }
+  // The watchdog's limit from the start: setup and resume run collectives too.
+  {
+    Config probe = *config;
+    const auto timeout = probe.GetDouble("comm.timeout_s", 600);
+    if (timeout.ok() && *timeout > 0) comm::SetWatchdogTimeout(*timeout);
   }
 
   train::InstallSigintHandler();

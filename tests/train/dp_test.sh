@@ -67,6 +67,16 @@ compare "$work/one_bf16_a4" "$work/dp2_z2_a2_bf16"
 dp dp2_z3_a2_bf16 2 bf16 3 2 --set train.recompute=full
 compare "$work/one_bf16_a4" "$work/dp2_z3_a2_bf16"
 
+# A model smaller than two norm chunks (16384 elements): ranks 2 and 3 of 4
+# own no shard and must still take part in every collective.
+nano=(--set model.dim=32 --set model.n_layers=1 --set model.ffn_dim=16 --set model.n_heads=2
+      --set model.n_kv_heads=1)
+one one_nano f32 4 "${nano[@]}"
+for zero in 1 3; do
+  dp "dp4_nano_z$zero" 4 f32 "$zero" 1 "${nano[@]}"
+  compare "$work/one_nano" "$work/dp4_nano_z$zero"
+done
+
 # 2. Resharding: dp4-zero3 -> 1 process -> dp2-zero1.
 keep=(--set train.checkpoint_every=2 --set train.keep_checkpoints=0)
 one base f32 4 "${keep[@]}"

@@ -60,6 +60,7 @@ struct Job {
   std::vector<MPI_Request> pending;
   std::vector<int> pending_peer;     // group rank of each request
   std::vector<char> pending_recv;    // 1: a receive
+  std::vector<int> pending_bytes;    // the size of each piece
   std::vector<std::byte> staging;    // received segments to fold, slot per rank (pooled)
   std::vector<int64_t> offsets;      // segment offsets (elements)
   Clock::time_point start;
@@ -77,10 +78,11 @@ MpiRuntime* g_runtime = nullptr;
   std::abort();
 }
 
+std::atomic<int> g_world_rank{-1};
+
 void MpiCheckHandler(const char* file, int line, const std::string& message) {
-  int rank = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  AbortJob(fmt::format("[rank {}] CHECK failed at {}:{}: {}", rank, file, line, message));
+  AbortJob(fmt::format("[rank {}] CHECK failed at {}:{}: {}", g_world_rank.load(), file, line,
+                       message));
 }
 
 class MpiGroup final : public Group {
@@ -109,8 +111,10 @@ class MpiRuntime {
 
   void set_timeout(double s) { timeout_s_.store(s); }
 
-  // Runs fn on the communication thread and waits for it (setup calls such
-  // as MPI_Comm_split: all MPI calls after MPI_Init come from that thread).
+  // Runs fn on the communication thread once no collective is in flight, and
+  // waits for it (setup calls such as MPI_Comm_split, MPI_Comm_free). MPI is
+  // called from this thread alone, but for MPI_Init/MPI_Finalize (the main
+  // thread) and MPI_Abort (any thread whose CHECK fails).
   void RunSync(std::function<void()> fn) {
     auto state = std::make_shared<Handle::State>();
     {
@@ -157,7 +161,9 @@ class MpiRuntime {
           if (stopping_ && queue_.empty() && tasks_.empty()) return;
         }
         incoming.swap(queue_);
-        tasks.swap(tasks_);
+        // Setup tasks (split, free a communicator) wait until every
+        // collective issued before them has finished.
+        if (active.empty() && incoming.empty()) tasks.swap(tasks_);
       }
       for (auto& t : tasks) t();
       for (auto& job : incoming) {
@@ -211,12 +217,19 @@ class MpiRuntime {
   // Receive buffers are reused across collectives: first touch of a fresh
   // page costs more than the copy into it.
   static std::vector<std::byte> TakeStaging(std::vector<std::vector<std::byte>>& pool, size_t bytes) {
+    // The smallest pooled buffer that fits, else the largest (grown).
+    auto pick = pool.end();
+    for (auto it = pool.begin(); it != pool.end(); ++it) {
+      if (it->size() >= bytes && (pick == pool.end() || pick->size() < bytes || it->size() < pick->size())) {
+        pick = it;
+      } else if (it->size() < bytes && (pick == pool.end() || (pick->size() < bytes && it->size() > pick->size()))) {
+        pick = it;
+      }
+    }
     std::vector<std::byte> b;
-    auto best = std::max_element(pool.begin(), pool.end(),
-                                 [](const auto& x, const auto& y) { return x.size() < y.size(); });
-    if (best != pool.end()) {
-      b = std::move(*best);
-      pool.erase(best);
+    if (pick != pool.end()) {
+      b = std::move(*pick);
+      pool.erase(pick);
     }
     if (b.size() < bytes) b.resize(bytes);
     return b;
@@ -236,8 +249,21 @@ class MpiRuntime {
     if (job.pending.empty()) return true;
     int done = 0;
     std::vector<int> indices(job.pending.size());
+    std::vector<MPI_Status> statuses(job.pending.size());
     MPI_Testsome(static_cast<int>(job.pending.size()), job.pending.data(), &done, indices.data(),
-                 MPI_STATUSES_IGNORE);
+                 statuses.data());
+    // A message shorter than posted means the ranks disagree on the
+    // collective's sizes (a longer one is MPI_ERR_TRUNCATE).
+    for (int k = 0; k < done && done != MPI_UNDEFINED; ++k) {
+      const int i = indices[k];
+      if (!job.pending_recv[i]) continue;
+      int got = 0;
+      MPI_Get_count(&statuses[k], MPI_BYTE, &got);
+      CHECK_EQ(got, job.pending_bytes[i])
+          << KindName(job.req.kind) << " #" << job.sequence << " on group " << job.group->name()
+          << ": rank " << job.group->world_ranks()[job.pending_peer[i]]
+          << " sent another size than this rank expects";
+    }
     return std::all_of(job.pending.begin(), job.pending.end(),
                        [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
   }
@@ -280,6 +306,7 @@ class MpiRuntime {
       job.pending.push_back(r);
       job.pending_peer.push_back(peer);
       job.pending_recv.push_back(receive ? 1 : 0);
+      job.pending_bytes.push_back(static_cast<int>(piece));
       done += piece;
     } while (done < bytes);
   }
@@ -310,10 +337,11 @@ class MpiRuntime {
       case Request::Kind::kReduceScatter: {
         job.offsets = Offsets(r.counts);
         const int64_t mine = r.counts[me];
-        job.staging = TakeStaging(pool, static_cast<size_t>(mine * es * n));
+        // A slot per other rank (rank p's at p, or p - 1 after this rank).
+        job.staging = TakeStaging(pool, static_cast<size_t>(mine * es * (n - 1)));
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
-          Message(job, true, job.staging.data() + p * mine * es, mine * es, p);
+          Message(job, true, job.staging.data() + (p - (p > me)) * mine * es, mine * es, p);
           Message(job, false, at(r.send, job.offsets[p]), r.counts[p] * es, p);
         }
         break;
@@ -381,6 +409,7 @@ class MpiRuntime {
     job.pending.clear();
     job.pending_peer.clear();
     job.pending_recv.clear();
+    job.pending_bytes.clear();
     Request& r = job.req;
     if (job.phase > 0 || (r.kind != Request::Kind::kAllReduce &&
                           r.kind != Request::Kind::kReduceScatter)) {
@@ -397,7 +426,7 @@ class MpiRuntime {
     if (r.accumulate) inputs.push_back(out);
     for (int p = 0; p < n; ++p) {
       inputs.push_back(p == me ? static_cast<const std::byte*>(r.send) + job.offsets[me] * es
-                               : static_cast<const void*>(job.staging.data() + p * mine * es));
+                               : static_cast<const void*>(job.staging.data() + (p - (p > me)) * mine * es));
     }
     FoldInOrder(r.type, r.op, inputs, out, mine);
     if (r.kind == Request::Kind::kReduceScatter) return true;
@@ -488,10 +517,10 @@ Result<std::shared_ptr<Group>> InitWorld(const WorldOptions& options) {
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     return Internal("MPI_Init_thread failed");
   }
-  if (provided < MPI_THREAD_SERIALIZED) {
+  if (provided < MPI_THREAD_MULTIPLE) {
     return Internal(fmt::format(
-        "this MPI library gives thread level {} but anvil needs MPI_THREAD_SERIALIZED or more "
-        "(its collectives run on a communication thread)",
+        "this MPI library gives thread level {} but anvil needs MPI_THREAD_MULTIPLE (collectives "
+        "run on a communication thread; a failing CHECK on another thread aborts the job)",
         provided));
   }
   int rank = 0, size = 0;
@@ -504,6 +533,7 @@ Result<std::shared_ptr<Group>> InitWorld(const WorldOptions& options) {
     return Internal("this MPI library's MPI_TAG_UB is too small for anvil's tags");
   }
   SetCheckRank(rank);
+  g_world_rank.store(rank);
   SetCheckFailureHandler(&MpiCheckHandler);
   std::vector<int> world(size);
   for (int i = 0; i < size; ++i) world[i] = i;
@@ -528,6 +558,11 @@ void FinalizeWorld() {
 }
 
 void SetDiagnosticStep(int64_t step) { g_step.store(step); }
+
+void AbortWorld(int code) {
+  if (g_runtime != nullptr) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
 
 void SetWatchdogTimeout(double seconds) {
   std::lock_guard<std::mutex> lock(g_world_mu);

@@ -38,6 +38,10 @@ std::unique_ptr<Group> MakeLocalGroup(const std::string& name = "local");
 // with status 0, or mpirun reports the job as failed.
 void FinalizeWorld();
 
+// Ends the whole job now with exit status `code` (MPI_Abort; the process
+// alone without MPI): for an error the ranks may not all have seen.
+[[noreturn]] void AbortWorld(int code);
+
 // Changes the watchdog's limit (comm.timeout_s) of later collectives.
 void SetWatchdogTimeout(double seconds);
 

@@ -63,10 +63,9 @@ Result<std::string> Trainer::SaveCheckpoint() {
   RETURN_IF_ERROR(Agree(std::move(begun), "starting a checkpoint"));
   const std::string temp = io::CheckpointTempDir(options_.run_dir, step_);
   // ZeRO-0 ranks hold the same whole state: rank 0 writes it.
-  const bool sharded = dp_->shard().size() != model_->params().size();
   Status written = Status::Ok();
-  if (sharded || root()) {
-    written = optimizer_->Save(temp + "/" + OptimizerFileName(dp_->rank(), sharded ? dp_size() : 1));
+  if (sharded() || root()) {
+    written = optimizer_->Save(temp + "/" + OptimizerFileName(dp_->rank(), sharded() ? dp_size() : 1));
   }
   // ZeRO-3 keeps no whole weights: rank 0 collects the shards to write them.
   std::unique_ptr<model::LlamaParams> whole;
@@ -152,11 +151,10 @@ std::string Trainer::CheckpointIndexJson() const {
   index["weights"] = {{"file", "model.safetensors"},
                       {"format", "Hugging Face Llama names, f32, whole (config.json beside it)"}};
   nlohmann::ordered_json optimizer = nlohmann::ordered_json::array();
-  const bool sharded = dp_->shard().size() != params.size();
   int64_t begin = 0;
-  for (int r = 0; r < (sharded ? dp_size() : 1); ++r) {
-    const int64_t end = sharded ? begin + dp_->shard_counts()[r] : params.size();
-    optimizer.push_back({{"file", OptimizerFileName(r, sharded ? dp_size() : 1)},
+  for (int r = 0; r < (sharded() ? dp_size() : 1); ++r) {
+    const int64_t end = sharded() ? begin + dp_->shard_counts()[r] : params.size();
+    optimizer.push_back({{"file", OptimizerFileName(r, sharded() ? dp_size() : 1)},
                          {"tensors", {"m", "v"}},
                          {"begin", begin},
                          {"end", end}});

@@ -84,7 +84,9 @@ Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOpti
   const bool bf16 = mo.precision == model::Precision::kBF16;
   int64_t extra = (grad_accum > 1 || zero >= 2) ? p * f / (zero >= 1 ? shards : 1) : 0;
   if (zero >= 2) extra += 2 * largest_unit * f;
-  if (zero == 3) extra += p * f / shards + 2 * largest_unit * (f + (bf16 ? 2 : 0));
+  // ZeRO-3 also holds whole f32 weights for a moment: on rank 0 at each
+  // checkpoint, on every rank when it resumes.
+  if (zero == 3) extra += p * f / shards + 2 * largest_unit * (f + (bf16 ? 2 : 0)) + p * f;
   const int64_t need = m.total() + adam_bytes + extra;
   const long available = profile::AvailableMemoryBytes();
   if (available >= 0 && need > available) {
@@ -137,13 +139,17 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   }
   const std::string& dir = options_.run_dir;
   if (dir.empty()) return InvalidArgument("no run folder given (--out)");
+  // A run folder need not be shared (each host its own): every rank checks,
+  // and all agree before anything is written.
+  Status folder = Status::Ok();
   if (!options_.resume && std::filesystem::exists(dir + "/" + io::kLatestFile)) {
-    return InvalidArgument(fmt::format(
+    folder = InvalidArgument(fmt::format(
         "{}: already holds a run with checkpoints; continue it with `anvil train --resume {}` "
         "or choose another --out",
         dir, dir));
   }
-  RETURN_IF_ERROR(Agree(MakeDirectories(dir), "creating the run folder"));
+  if (folder.ok()) folder = MakeDirectories(dir);
+  RETURN_IF_ERROR(Agree(std::move(folder), "creating the run folder"));
 
   pool_ = std::make_unique<ThreadPool>(static_cast<int>(train_.threads));
   const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
@@ -385,7 +391,7 @@ StepMetrics Trainer::Step() {
   }
   if (gather_) {
     gather_->Invalidate();  // the gathered units are stale now
-  } else if (dp_->shard().size() != params.size()) {  // ZeRO-1/2: the other ranks' shards
+  } else if (sharded()) {  // ZeRO-1/2: the other ranks' shards
     dp_->GatherWeights(params.weights());
     if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
   }

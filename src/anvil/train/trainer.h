@@ -132,6 +132,9 @@ class Trainer {
   int rank() const { return world_->rank(); }
   int world_size() const { return world_->size(); }
   int dp_size() const { return plan_->dp().size(); }
+  // The optimizer state (and under ZeRO-1/2 the weights' update) is split
+  // over the data-parallel ranks: the same answer on every rank.
+  bool sharded() const { return plan_->zero() >= 1 && dp_size() > 1; }
   const parallel::ParallelConfig& parallel_config() const { return plan_->config(); }
 
  private:
