@@ -1,6 +1,7 @@
 // AlignedBuffer: aligned operator new/delete, move-only ownership.
 #include "anvil/core/aligned_buffer.h"
 
+#include <cstring>
 #include <new>
 #include <utility>
 
@@ -26,6 +27,10 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
+}
+
+void AlignedBuffer::Zero() {
+  if (size_ > 0) std::memset(data_, 0, size_);
 }
 
 }  // namespace anvil

@@ -22,6 +22,8 @@ class AlignedBuffer {
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  // Sets every byte to 0 (first touch of its pages); nothing for an empty buffer.
+  void Zero();
 
  private:
   std::byte* data_ = nullptr;

@@ -112,6 +112,7 @@ Status AtomicFile::Flush() {
 
 Status AtomicFile::Append(const void* data, size_t size) {
   if (fd_ < 0) return Internal(fmt::format("{}: append after commit", path_));
+  if (size == 0) return Status::Ok();  // (data may be null then)
   size_ += size;
   if (buffer_.size() + size > kBufferBytes) {
     RETURN_IF_ERROR(Flush());

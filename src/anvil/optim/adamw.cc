@@ -91,8 +91,8 @@ AdamW::AdamW(const OptimConfig& config, std::vector<ParamGroup> groups, int64_t 
   for (const ParamGroup& g : groups_) {
     CHECK(g.offset >= 0 && g.numel >= 0 && g.offset + g.numel <= size) << "group out of range";
   }
-  std::memset(m_.data(), 0, m_.size());
-  std::memset(v_.data(), 0, v_.size());
+  m_.Zero();  // a rank may own no elements: then nothing
+  v_.Zero();
 }
 
 void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,

@@ -54,7 +54,7 @@ DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParal
   // micro-batch; else here (ZeRO-0's is gathered whole into it).
   if (options.grad_accum > 1 || by_units()) {
     accum_ = AlignedBuffer(static_cast<size_t>(options.zero == 0 ? size : shard_.size()) * sizeof(float));
-    std::memset(accum_.data(), 0, accum_.size());  // first touch once, here
+    accum_.Zero();  // first touch once, here (empty for a rank that owns nothing)
   }
   if (by_units()) {
     CHECK(unit_begins_.size() >= 2 && unit_begins_.front() == 0 && unit_begins_.back() == size)
@@ -65,7 +65,7 @@ DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParal
     }
     for (AlignedBuffer& slot : slots_) {
       slot = AlignedBuffer(static_cast<size_t>(largest) * sizeof(float));
-      std::memset(slot.data(), 0, slot.size());
+      slot.Zero();
     }
   }
 }

@@ -30,10 +30,10 @@ WeightGather::WeightGather(comm::Group& group, ThreadPool& pool, Isa isa,
   }
   for (Slot& s : slots_) {  // touched once, here
     s.f32 = AlignedBuffer(static_cast<size_t>(largest) * sizeof(float));
-    std::memset(s.f32.data(), 0, s.f32.size());
+    s.f32.Zero();
     if (bf16) {
       s.bf16 = AlignedBuffer(static_cast<size_t>(largest) * sizeof(BF16));
-      std::memset(s.bf16.data(), 0, s.bf16.size());
+      s.bf16.Zero();
     }
   }
 }
