@@ -47,7 +47,11 @@ int RunTrainInWorld(const TrainOptions& o) {
   Status failure = Status::Ok();
   const int rc = RunTrain(o, *world, &failure);
   if (rc != 0 && (*world)->size() > 1) {
-    if (failure.code() == StatusCode::kAborted) std::this_thread::sleep_for(std::chrono::seconds(2));
+    // A moment for mpirun to forward what this rank printed, longer for a
+    // rank that only saw another's failure.
+    std::this_thread::sleep_for(failure.code() == StatusCode::kAborted
+                                    ? std::chrono::milliseconds(2000)
+                                    : std::chrono::milliseconds(300));
     comm::AbortWorld(rc);
   }
   world->reset();
