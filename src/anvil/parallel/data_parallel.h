@@ -1,6 +1,7 @@
 // Data parallelism: N ranks each run their micro-batches of a global step;
-// gradients are reduced in buckets while the backward still runs, and with
-// ZeRO-1 each rank updates only its shard of the weights.
+// gradients are reduced in buckets (or, from ZeRO-2, model units) while the
+// backward still runs, and from ZeRO-1 each rank updates only its shard of
+// the weights with its shard of the optimizer state.
 //
 // The order of the sum. A global step has S = N x grad_accum micro-batch
 // slots; micro-batch i of rank r is slot i*N + r. The step's gradient is the
@@ -17,7 +18,8 @@
 // (Llama's GradsReady), overlapping the layers still to come:
 //   ZeRO-0: all-reduced on the last micro-batch (reduce-scattered into the
 //           sum on earlier ones); every rank ends with the whole gradient.
-//   ZeRO-1: reduce-scattered; each rank holds the sum over its shard only.
+//   ZeRO-1: reduce-scattered; each rank holds the sum over its shard only
+//           (also ZeRO-2/3, by units, below).
 // With one micro-batch per rank the reduction runs in place in the model's
 // grad buffer; with more, into an accumulation buffer (ZeRO-0: whole, as the
 // sum is all-gathered into it; ZeRO-1: this rank's shard only), and the next
@@ -100,7 +102,7 @@ class DataParallel {
   // (ZeRO-2/3: `from` is the unit's start; its slot is reduced).
   void OnGradsReady(int64_t from);
   // After the last micro-batch: waits for every reduction. Returns the summed
-  // gradient: the whole buffer (ZeRO-0), or under ZeRO-1 the shard's part
+  // gradient: the whole buffer (ZeRO-0), or from ZeRO-1 the shard's part
   // alone (or the whole buffer of which only shard() is valid).
   std::span<const float> FinishReduction();
   // The L2 norm of the summed gradient (as FinishReduction returned it) over
