@@ -46,6 +46,18 @@ struct Figures {
   double mfu = 0;
 };
 
+int Fail(const Status& s) {
+  fmt::print(stderr, "anvil bench train: {}\n", s.ToString());
+  return 1;
+}
+
+// The run config of --config with every --set applied.
+Result<Config> BenchConfig(const TrainBenchOptions& o) {
+  ASSIGN_OR_RETURN(Config config, Config::FromFile(o.config));
+  for (const std::string& set : o.sets) RETURN_IF_ERROR(config.Set(set));
+  return config;
+}
+
 // Runs `cmd`, returns the last JSON object it printed.
 Result<nlohmann::json> RunForJson(const std::string& cmd) {
   std::FILE* pipe = ::popen(cmd.c_str(), "r");
@@ -70,15 +82,9 @@ int RunDataParallelBench(const TrainBenchOptions& o);
 
 int RunTrainBench(const TrainBenchOptions& o) {
   if (o.dp > 1 && !o.dp_worker) return RunDataParallelBench(o);
-  auto fail = [](const Status& s) {
-    fmt::print(stderr, "anvil bench train: {}\n", s.ToString());
-    return 1;
-  };
-  auto config = Config::FromFile(o.config);
+  const auto fail = Fail;
+  auto config = BenchConfig(o);
   if (!config.ok()) return fail(config.status());
-  for (const std::string& set : o.sets) {
-    if (Status s = config->Set(set); !s.ok()) return fail(s);
-  }
   std::shared_ptr<comm::Group> world;
   if (o.dp_worker) {
     auto w = comm::InitWorld();
@@ -254,15 +260,9 @@ int RunTrainBench(const TrainBenchOptions& o) {
 // The comparison of train_bench.h: a baseline in this process, each case in
 // an mpirun child running this binary as a worker.
 int RunDataParallelBench(const TrainBenchOptions& o) {
-  auto fail = [](const Status& s) {
-    fmt::print(stderr, "anvil bench train: {}\n", s.ToString());
-    return 1;
-  };
-  auto config = Config::FromFile(o.config);
+  const auto fail = Fail;
+  auto config = BenchConfig(o);
   if (!config.ok()) return fail(config.status());
-  for (const std::string& set : o.sets) {
-    if (Status s = config->Set(set); !s.ok()) return fail(s);
-  }
   auto tc = train::TrainConfig::FromConfig(*config);
   if (!tc.ok()) return fail(tc.status());
   if (tc->grad_accum % o.dp != 0) {

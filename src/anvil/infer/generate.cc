@@ -19,6 +19,29 @@
 
 namespace anvil::infer {
 
+Result<data::Tokenizer> CheckpointTokenizer(const std::string& checkpoint_dir,
+                                            const std::string& override_path,
+                                            std::string* path_used) {
+  std::string path = override_path;
+  if (path.empty()) {
+    ASSIGN_OR_RETURN(Config run_config, Config::FromFile(checkpoint_dir + "/config.toml"));
+    ASSIGN_OR_RETURN(const std::string data_dir, run_config.GetString("data.dir", ""));
+    if (data_dir.empty()) {
+      return InvalidArgument(fmt::format(
+          "{}/config.toml: no data.dir naming the tokenizer; pass --tokenizer", checkpoint_dir));
+    }
+    path = data_dir + "/tokenizer.json";
+  }
+  ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ReadHfConfig(checkpoint_dir + "/config.json"));
+  ASSIGN_OR_RETURN(data::Tokenizer tok, data::LoadTokenizer(path));
+  if (tok.vocab_size() > mc.vocab_size) {
+    return InvalidArgument(fmt::format("{}: {} tokens, more than the model's vocab_size {}", path,
+                                       tok.vocab_size(), mc.vocab_size));
+  }
+  if (path_used != nullptr) *path_used = path;
+  return tok;
+}
+
 Result<GenerateResult> Generate(const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text,
                                 const std::function<void(const std::string&)>& on_notice) {
@@ -27,22 +50,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(options.checkpoint));
   ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ReadHfConfig(info.dir + "/config.json"));
 
-  std::string tokenizer_path = options.tokenizer;
-  if (tokenizer_path.empty()) {
-    ASSIGN_OR_RETURN(Config run_config, Config::FromFile(info.dir + "/config.toml"));
-    ASSIGN_OR_RETURN(const std::string data_dir, run_config.GetString("data.dir", ""));
-    if (data_dir.empty()) {
-      return InvalidArgument(fmt::format("{}/config.toml: no data.dir naming the tokenizer; pass "
-                                         "--tokenizer",
-                                         info.dir));
-    }
-    tokenizer_path = data_dir + "/tokenizer.json";
-  }
-  ASSIGN_OR_RETURN(const data::Tokenizer tok, data::LoadTokenizer(tokenizer_path));
-  if (tok.vocab_size() > mc.vocab_size) {
-    return InvalidArgument(fmt::format("{}: {} tokens, more than the model's vocab_size {}",
-                                       tokenizer_path, tok.vocab_size(), mc.vocab_size));
-  }
+  ASSIGN_OR_RETURN(const data::Tokenizer tok, CheckpointTokenizer(info.dir, options.tokenizer));
 
   ThreadPool pool(options.threads);
   const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "anvil/core/status.h"
+#include "anvil/data/tokenizer.h"
 #include "anvil/infer/sampling.h"
 
 namespace anvil::infer {
@@ -38,6 +39,13 @@ struct GenerateResult {
 
 // `on_text` receives each new token's bytes as it is sampled; `on_notice` a
 // sentence about a change made to the request (a prompt cut to fit the context).
+// The tokenizer of a checkpoint folder: `override_path` if given, else
+// <data.dir>/tokenizer.json of the run config saved in it (config.toml);
+// loaded and checked to fit the model's vocabulary (config.json).
+Result<data::Tokenizer> CheckpointTokenizer(const std::string& checkpoint_dir,
+                                            const std::string& override_path,
+                                            std::string* path_used = nullptr);
+
 Result<GenerateResult> Generate(const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text = {},
                                 const std::function<void(const std::string&)>& on_notice = {});

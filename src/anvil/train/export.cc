@@ -5,9 +5,8 @@
 
 #include <filesystem>
 
-#include "anvil/core/config.h"
 #include "anvil/core/file_util.h"
-#include "anvil/data/tokenizer_json.h"
+#include "anvil/infer/generate.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/weights.h"
@@ -18,21 +17,8 @@ Result<ExportResult> ExportCheckpoint(const ExportOptions& options) {
   if (options.out.empty()) return InvalidArgument("no output folder given (--out)");
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(options.checkpoint));
   ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ReadHfConfig(info.dir + "/config.json"));
-  std::string tokenizer = options.tokenizer;
-  if (tokenizer.empty()) {
-    ASSIGN_OR_RETURN(Config run_config, Config::FromFile(info.dir + "/config.toml"));
-    ASSIGN_OR_RETURN(const std::string data_dir, run_config.GetString("data.dir", ""));
-    if (data_dir.empty()) {
-      return InvalidArgument(fmt::format(
-          "{}/config.toml: no data.dir naming the tokenizer; pass --tokenizer", info.dir));
-    }
-    tokenizer = data_dir + "/tokenizer.json";
-  }
-  ASSIGN_OR_RETURN(const data::Tokenizer tok, data::LoadTokenizer(tokenizer));
-  if (tok.vocab_size() > mc.vocab_size) {
-    return InvalidArgument(fmt::format("{}: {} tokens, more than the model's vocab_size {}",
-                                       tokenizer, tok.vocab_size(), mc.vocab_size));
-  }
+  std::string tokenizer;
+  RETURN_IF_ERROR(infer::CheckpointTokenizer(info.dir, options.tokenizer, &tokenizer).status());
   // Every tensor goes through the loader: a shape or name that does not fit
   // the config is an error here, not in the user's next program.
   model::LlamaParams params(mc, /*with_bf16=*/false);
