@@ -130,7 +130,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
     for (int i = 0; i < o.steps; ++i) {
       const train::StepMetrics m = t.Step();  // seconds: the slowest rank's
       seconds += m.seconds;
-      exposed += t.exposed_comm_seconds();
+      exposed += std::max(0.0, m.exposed_comm_s);  // -1: one process
     }
     // The largest exposed share and resident set over the ranks.
     const double share = world->AllReduceValue(exposed / seconds, comm::ReduceOp::kMax);

@@ -12,6 +12,7 @@
 
 #include "anvil/comm/world.h"
 #include "anvil/commands.h"
+#include "anvil/parallel/config.h"
 #include "anvil/core/config.h"
 #include "anvil/profile/machine.h"
 #include "anvil/train/progress.h"
@@ -90,9 +91,9 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
   }
   // The watchdog's limit from the start: setup and resume run collectives too.
   {
-    Config probe = *config;
-    const auto timeout = probe.GetDouble("comm.timeout_s", 600);
-    if (timeout.ok() && *timeout > 0) comm::SetWatchdogTimeout(*timeout);
+    Config probe = *config;  // (reading marks keys used; the trainer reads them again)
+    const auto parallel = parallel::ParallelConfig::FromConfig(probe);
+    if (parallel.ok()) comm::SetWatchdogTimeout(parallel->timeout_s);
   }
 
   train::InstallSigintHandler();

@@ -38,15 +38,7 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options,
   if (params_.has_weights()) w_ = params_.View(static_cast<const float*>(params_.weights().data()));
   if (params_.has_grads()) g_ = params_.GradView();
   if (params_.has_bf16()) wb_ = params_.View(static_cast<const BF16*>(params_.bf16().data()));
-  layer_begin_.assign(config.n_layers, params_.size());
-  head_begin_ = params_.size();
-  for (const ParamInfo& p : params_.params()) {
-    if (p.layer >= 0) {
-      layer_begin_[p.layer] = std::min(layer_begin_[p.layer], p.offset);
-    } else if (p.kind != ParamKind::kEmbed) {
-      head_begin_ = std::min(head_begin_, p.offset);
-    }
-  }
+  unit_begins_ = UnitBegins(config);
 
   rope_storage_ = AlignedBuffer(
       kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) * sizeof(float));
@@ -161,11 +153,22 @@ void Llama::InitWeights(const kernels::KernelCtx& ctx, uint64_t seed) {
   params_.Init(ctx, seed);
 }
 
+std::vector<int64_t> Llama::UnitBegins(const ModelConfig& config) {
+  int64_t size = 0;
+  const std::vector<ParamInfo> layout = LlamaParams::Layout(config, &size);
+  // The layout is in unit order; a layer starts at its attention norm, the
+  // head at the final norm.
+  std::vector<int64_t> begins = {0};
+  for (const ParamInfo& p : layout) {
+    if (p.kind == ParamKind::kAttnNorm || p.kind == ParamKind::kFinalNorm) begins.push_back(p.offset);
+  }
+  begins.push_back(size);
+  return begins;
+}
+
 int64_t Llama::unit_begin(int unit) const {
   CHECK(unit >= 0 && unit <= num_units()) << "unit " << unit;
-  if (unit == 0) return 0;
-  if (unit <= config_.n_layers) return layer_begin_[unit - 1];
-  return unit == num_units() - 1 ? head_begin_ : params_.size();
+  return unit_begins_[unit];
 }
 
 void Llama::BindUnitWeights(int unit, const float* weights, const BF16* bf16) {
@@ -274,7 +277,7 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
       HeadForwardBackward(config_, hw, n, options_.head_chunk_rows, s.resid[2 * layers], targets,
                           loss_scale, s.head, s.d_resid, HeadGrads{g_.final_norm, g_.lm_head},
                           s.scratch, ctx);
-  grads_ready(head_begin_);
+  grads_ready(unit_begins_[head_unit]);
   for (int l = layers - 1; l >= 0; --l) {
     before_backward(1 + l);
     const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
@@ -290,7 +293,7 @@ LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool bac
                      MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, s.scratch, ctx);
     AttentionBlockBackward(config_, aw, s.resid[2 * l], s.attn[l], s.d_resid,
                            AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, s.scratch, ctx);
-    grads_ready(layer_begin_[l]);
+    grads_ready(unit_begins_[1 + l]);
   }
   before_backward(0);
   EmbeddingBlockBackward(config_, n, batch.tokens.data(), s.d_resid, g_.embed, ctx);

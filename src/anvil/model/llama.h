@@ -133,6 +133,9 @@ class Llama {
   // layout, [unit_begin(u), unit_begin(u + 1)).
   int num_units() const { return static_cast<int>(config_.n_layers) + 2; }
   int64_t unit_begin(int unit) const;
+  // The units' first offsets in the layout of `config`, with the layout's
+  // size last ([num_units + 1]), without building a model.
+  static std::vector<int64_t> UnitBegins(const ModelConfig& config);
   // Points the unit's tensors at buffers laid out as its range of the layout
   // (its element i at base[i - unit_begin(unit)]): f32 weights and the bf16
   // copy (null in f32), or grads. For a model without whole buffers.
@@ -183,10 +186,9 @@ class Llama {
   LlamaOptions options_;
   LlamaParams params_;
   int64_t max_tokens_ = 0;
-  // Flat offsets where the grads become final during backward: the first
-  // tensor of each layer, and of the head (final norm; the LM head when untied).
-  std::vector<int64_t> layer_begin_;
-  int64_t head_begin_ = 0;
+  // UnitBegins: also where the grads become final during backward (the
+  // first tensor of each layer, and of the head).
+  std::vector<int64_t> unit_begins_;
   ModelView<const float> w_;     // master weights
   ModelView<const BF16> wb_;     // bf16 shadow (bf16 precision)
   ModelView<float> g_;           // grads

@@ -10,6 +10,23 @@
 
 namespace anvil::parallel {
 
+optim::Shard ShardOf(std::span<const int64_t> counts, int rank) {
+  int64_t begin = 0;
+  for (int r = 0; r < rank; ++r) begin += counts[r];
+  return {begin, begin + counts[rank]};
+}
+
+std::vector<int64_t> OverlapCounts(std::span<const int64_t> counts, int64_t begin, int64_t end) {
+  std::vector<int64_t> overlap(counts.size());
+  int64_t shard_begin = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const int64_t lo = std::max(shard_begin, begin), hi = std::min(shard_begin + counts[r], end);
+    overlap[r] = std::max<int64_t>(0, hi - lo);
+    shard_begin += counts[r];
+  }
+  return overlap;
+}
+
 std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t size,
                                 int64_t bucket_elements) {
   CHECK(!tensor_begins.empty() && tensor_begins.front() == 0) << "tensor offsets must start at 0";
@@ -44,12 +61,7 @@ DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParal
   buckets_ = PlanBuckets(tensor_begins, size, options.bucket_elements);
   shard_counts_ = options.zero >= 1 ? comm::SplitEvenly(size, group.size(), optim::kNormChunk)
                                     : std::vector<int64_t>{};
-  shard_ = {0, size};
-  if (options.zero >= 1) {
-    int64_t begin = 0;
-    for (int r = 0; r < group.rank(); ++r) begin += shard_counts_[r];
-    shard_ = {begin, begin + shard_counts_[group.rank()]};
-  }
+  shard_ = options.zero >= 1 ? ShardOf(shard_counts_, group.rank()) : optim::Shard{0, size};
   // The sum: in the model's grads when they are whole and there is one
   // micro-batch; else here (ZeRO-0's is gathered whole into it).
   if (options.grad_accum > 1 || by_units()) {
@@ -132,22 +144,9 @@ void DataParallel::OnGradsReady(int64_t from) {
     CHECK(unit_ >= 0 && from == unit_begins_[unit_]) << "grads ready from " << from
                                                       << " but unit " << unit_ << " is in backward";
     const Bucket unit{unit_begins_[unit_], unit_begins_[unit_ + 1]};
-    const std::vector<int64_t> counts = Segments(unit);
-    int64_t mine = unit.begin;
-    for (int r = 0; r < group_.rank(); ++r) mine += counts[r];
-    const std::span<const float> grads(reinterpret_cast<const float*>(slots_[slot_].data()),
-                                       static_cast<size_t>(unit.end - unit.begin));
-    const std::span<float> sum = SumSegment(mine, counts[group_.rank()]);
-    if (group_.size() == 1) {  // as in StartBucket: the fold of one rank
-      const float* g = grads.data() + (mine - unit.begin);
-      pool_.ParallelFor(static_cast<int64_t>(sum.size()), [&](int64_t lo, int64_t hi, int) {
-        for (int64_t i = lo; i < hi; ++i) sum[i] = micro_ > 0 ? sum[i] + g[i] : g[i];
-      });
-    } else {
-      slot_reduced_[slot_] = group_.ReduceScatterAsync(grads, sum, std::span<const int64_t>(counts),
-                                                       comm::ReduceOp::kSum, micro_ > 0);
-      pending_.push_back(slot_reduced_[slot_]);
-    }
+    slot_reduced_[slot_] = Reduce(unit, {reinterpret_cast<const float*>(slots_[slot_].data()),
+                                         static_cast<size_t>(unit.end - unit.begin)});
+    pending_.push_back(slot_reduced_[slot_]);
     unit_ = -1;
     return;
   }
@@ -160,51 +159,44 @@ void DataParallel::OnGradsReady(int64_t from) {
 
 std::vector<int64_t> DataParallel::Segments(const Bucket& b) const {
   if (options_.zero == 0) return comm::AllReduceSegments(b.end - b.begin, group_.size());
-  std::vector<int64_t> counts(group_.size());
-  int64_t shard_begin = 0;
-  for (int r = 0; r < group_.size(); ++r) {
-    const int64_t lo = std::max(shard_begin, b.begin);
-    const int64_t hi = std::min(shard_begin + shard_counts_[r], b.end);
-    counts[r] = std::max<int64_t>(0, hi - lo);
-    shard_begin += shard_counts_[r];
-  }
-  return counts;
+  return OverlapCounts(shard_counts_, b.begin, b.end);
 }
 
 void DataParallel::StartBucket(size_t index) {
   const Bucket& b = buckets_[index];
-  const int64_t count = b.end - b.begin;
-  const std::span<const float> grads = grads_.subspan(b.begin, count);
+  pending_.push_back(Reduce(b, grads_.subspan(b.begin, b.end - b.begin)));
+}
+
+comm::Handle DataParallel::Reduce(const Bucket& range, std::span<const float> grads) {
   const bool last = micro_ == options_.grad_accum - 1, accumulate = micro_ > 0;
   if (group_.size() == 1) {
     // One process: the fold of one rank is the sum so far plus this
     // micro-batch (the same bits a group of one gives), on every thread.
-    if (options_.grad_accum == 1) return;  // the grads are the sum
-    float* sum = SumSegment(b.begin, count).data();
+    if (options_.grad_accum == 1 && !by_units()) return {};  // the grads are the sum
+    float* sum = SumSegment(range.begin, range.end - range.begin).data();
     const float* g = grads.data();
-    pool_.ParallelFor(count, [&](int64_t lo, int64_t hi, int) {
+    pool_.ParallelFor(range.end - range.begin, [&](int64_t lo, int64_t hi, int) {
       if (!accumulate) {
         std::memcpy(sum + lo, g + lo, static_cast<size_t>(hi - lo) * sizeof(float));
       } else {
         for (int64_t i = lo; i < hi; ++i) sum[i] = sum[i] + g[i];
       }
     });
-    return;
+    return {};
   }
   if (options_.zero == 0 && last) {  // the whole summed gradient on every rank
-    const std::span<float> sum = SumSegment(b.begin, count);
-    pending_.push_back(options_.grad_accum == 1
-                           ? group_.AllReduceAsync(sum)
-                           : group_.AllReduceAsync(grads, sum, comm::ReduceOp::kSum, accumulate));
-    return;
+    const std::span<float> sum = SumSegment(range.begin, range.end - range.begin);
+    return options_.grad_accum == 1
+               ? group_.AllReduceAsync(sum)
+               : group_.AllReduceAsync(grads, sum, comm::ReduceOp::kSum, accumulate);
   }
-  // Each rank folds its segment of the bucket into the sum.
-  const std::vector<int64_t> counts = Segments(b);
-  int64_t mine = b.begin;
+  // Each rank folds its segment of the range into the sum.
+  const std::vector<int64_t> counts = Segments(range);
+  int64_t mine = range.begin;
   for (int r = 0; r < group_.rank(); ++r) mine += counts[r];
-  pending_.push_back(group_.ReduceScatterAsync(grads, SumSegment(mine, counts[group_.rank()]),
-                                               std::span<const int64_t>(counts),
-                                               comm::ReduceOp::kSum, accumulate));
+  return group_.ReduceScatterAsync(grads, SumSegment(mine, counts[group_.rank()]),
+                                   std::span<const int64_t>(counts), comm::ReduceOp::kSum,
+                                   accumulate);
 }
 
 std::span<const float> DataParallel::FinishReduction() {

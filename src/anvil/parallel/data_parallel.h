@@ -67,6 +67,11 @@ struct Bucket {
 std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t size,
                                 int64_t bucket_elements);
 
+// Rank `rank`'s range when ranks own `counts` elements each, in rank order.
+optim::Shard ShardOf(std::span<const int64_t> counts, int rank);
+// How many elements of [begin, end) each rank owns under `counts`.
+std::vector<int64_t> OverlapCounts(std::span<const int64_t> counts, int64_t begin, int64_t end);
+
 class DataParallel {
  public:
   // A layout of `size` elements; `grads` is the model's flat grad buffer
@@ -123,6 +128,9 @@ class DataParallel {
   std::span<float> SumSegment(int64_t begin, int64_t count);
   std::span<float> Accum();
   void StartBucket(size_t index);
+  // Starts folding `grads` (laid out as `range` of the layout) into the sum:
+  // this micro-batch's reduction of a bucket or a unit (done: a group of one).
+  comm::Handle Reduce(const Bucket& range, std::span<const float> grads);
   // Each rank's part of bucket [begin, end): its fold segment.
   std::vector<int64_t> Segments(const Bucket& b) const;
   void WaitPending();

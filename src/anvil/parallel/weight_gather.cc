@@ -6,6 +6,7 @@
 
 #include "anvil/core/clock.h"
 #include "anvil/core/convert.h"
+#include "anvil/parallel/data_parallel.h"
 #include "anvil/profile/trace.h"
 
 namespace anvil::parallel {
@@ -20,9 +21,7 @@ WeightGather::WeightGather(comm::Group& group, ThreadPool& pool, Isa isa,
       shard_counts_(shard_counts.begin(), shard_counts.end()),
       bf16_(bf16) {
   CHECK_EQ(static_cast<int>(shard_counts_.size()), group.size()) << "shard counts";
-  int64_t begin = 0;
-  for (int r = 0; r < group.rank(); ++r) begin += shard_counts_[r];
-  shard_ = {begin, begin + shard_counts_[group.rank()]};
+  shard_ = ShardOf(shard_counts_, group.rank());
   master_ = AlignedBuffer(static_cast<size_t>(shard_.size()) * sizeof(float));
   int64_t largest = 0;
   for (size_t u = 0; u + 1 < unit_begins_.size(); ++u) {
@@ -48,14 +47,7 @@ void WeightGather::StartGather(int slot, int unit) {
   Slot& s = slots_[slot];
   const int64_t begin = unit_begins_[unit], end = unit_begins_[unit + 1];
   // Each rank gives the part of the unit inside its shard.
-  std::vector<int64_t> counts(group_.size());
-  int64_t shard_begin = 0;
-  for (int r = 0; r < group_.size(); ++r) {
-    const int64_t lo = std::max(shard_begin, begin);
-    const int64_t hi = std::min(shard_begin + shard_counts_[r], end);
-    counts[r] = std::max<int64_t>(0, hi - lo);
-    shard_begin += shard_counts_[r];
-  }
+  const std::vector<int64_t> counts = OverlapCounts(shard_counts_, begin, end);
   const int64_t mine = counts[group_.rank()];
   const float* from = mine > 0 ? master().data() + (std::max(begin, shard_.begin) - shard_.begin) : nullptr;
   s.unit = unit;

@@ -71,16 +71,8 @@ Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOpti
   const int64_t p = m.param_elements, f = sizeof(float);
   const int64_t adam_bytes = p * 2 * f / shards;
   int64_t largest_unit = 0;  // the embedding or the head, or a layer
-  {
-    int64_t size = 0;
-    const std::vector<model::ParamInfo> infos = model::LlamaParams::Layout(mc, &size);
-    std::vector<int64_t> begins = {0};
-    for (const model::ParamInfo& i : infos) {
-      if (i.kind == model::ParamKind::kAttnNorm || i.kind == model::ParamKind::kFinalNorm) begins.push_back(i.offset);
-    }
-    begins.push_back(size);
-    for (size_t u = 0; u + 1 < begins.size(); ++u) largest_unit = std::max(largest_unit, begins[u + 1] - begins[u]);
-  }
+  const std::vector<int64_t> units = model::Llama::UnitBegins(mc);
+  for (size_t u = 0; u + 1 < units.size(); ++u) largest_unit = std::max(largest_unit, units[u + 1] - units[u]);
   const bool bf16 = mo.precision == model::Precision::kBF16;
   int64_t extra = (grad_accum > 1 || zero >= 2) ? p * f / (zero >= 1 ? shards : 1) : 0;
   if (zero >= 2) extra += 2 * largest_unit * f;
@@ -262,9 +254,9 @@ Status Trainer::Build() {
   val_loader_ = std::make_unique<data::Loader>(std::move(*val_loader));
 
   model_ = std::make_unique<model::Llama>(model_config_, mo, *ctx_);
-  std::vector<int64_t> tensor_begins, unit_begins;
+  std::vector<int64_t> tensor_begins;
   for (const model::ParamInfo& p : model_->params().params()) tensor_begins.push_back(p.offset);
-  for (int u = 0; u <= model_->num_units(); ++u) unit_begins.push_back(model_->unit_begin(u));
+  const std::vector<int64_t> unit_begins = model::Llama::UnitBegins(model_config_);
   const parallel::ParallelConfig& parallel = plan_->config();
   dp_ = std::make_unique<parallel::DataParallel>(
       plan_->dp(), *pool_,
@@ -338,6 +330,7 @@ StateMemory Trainer::state_memory() const {
 StepMetrics Trainer::Step() {
   ANVIL_TRACE_ZONE("step");
   comm::SetDiagnosticStep(step_ + 1);
+  if (gather_) gather_->TakeWaitSeconds();  // waits of earlier evaluation are not this step's
   const Stopwatch watch;
   const bool packed = train_.mode == data::BatchMode::kPacked;
   comm::Group& dp = plan_->dp();
@@ -411,7 +404,9 @@ StepMetrics Trainer::Step() {
   m.mfu = m.tokens_per_s * flops_per_token_ / (peak_gflops_ * 1e9 * ranks);
   m.mem_high_water = PeakRssBytes();
   m.tokens = tokens_seen_;
-  if (ranks > 1) m.exposed_comm_s = dp_->exposed_comm_seconds();
+  // Reductions and weight gathers the compute did not hide (ZeRO-3's gathers
+  // counted from this step's start: evaluation gathers too).
+  if (ranks > 1) m.exposed_comm_s = dp_->exposed_comm_seconds() + (gather_ ? gather_->TakeWaitSeconds() : 0.0);
   return m;
 }
 

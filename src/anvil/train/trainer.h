@@ -125,8 +125,6 @@ class Trainer {
   // machine's available memory before anything was allocated).
   int64_t memory_estimate() const { return memory_estimate_; }
   StateMemory state_memory() const;
-  // The last step's exposed communication (data parallel), in seconds.
-  double exposed_comm_seconds() const { return dp_->exposed_comm_seconds(); }
   int threads() const { return pool_->size(); }
   // This process's rank and the job's ranks (0 and 1 alone).
   int rank() const { return world_->rank(); }
