@@ -8,94 +8,90 @@
 
 namespace anvil::model {
 
-kernels::AttentionDims AttentionDimsOf(const ModelConfig& cfg) {
-  return {.num_heads = static_cast<int>(cfg.n_heads),
-          .num_kv_heads = static_cast<int>(cfg.n_kv_heads),
-          .head_dim = static_cast<int>(cfg.head_dim()),
+kernels::AttentionDims AttentionDimsOf(const BlockShape& s) {
+  return {.num_heads = static_cast<int>(s.heads),
+          .num_kv_heads = static_cast<int>(s.kv_heads),
+          .head_dim = static_cast<int>(s.head_dim),
           .mask = kernels::AttentionMask::kCausal};
 }
 
 template <typename A>
-void AttentionQkvForward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
+void AttentionQkvForward(const BlockShape& s, const AttentionWeights<A>& w, const float* x,
                          const AttentionSaved<A>& saved, const TokenLayout& tok,
                          const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx) {
-  const int64_t n = tok.n, c = cfg.dim, qkv = cfg.qkv_dim(), hd = cfg.head_dim();
-  NormForward(ctx, n, c, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
+  const int64_t n = tok.n, c = s.dim, qkv = s.qkv();
+  NormForward(ctx, n, c, x, w.norm, static_cast<float>(s.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
   LinearForward(ctx, n, c, qkv, saved.xn, w.wqkv, saved.qkv, /*accumulate=*/false);
-  kernels::RopeForward(ctx, tok.rope, n, cfg.n_heads, qkv, tok.positions, 0, saved.qkv);
-  kernels::RopeForward(ctx, tok.rope, n, cfg.n_kv_heads, qkv, tok.positions, 0,
-                       saved.qkv + cfg.n_heads * hd);
+  kernels::RopeForward(ctx, tok.rope, n, s.heads, qkv, tok.positions, 0, saved.qkv);
+  kernels::RopeForward(ctx, tok.rope, n, s.kv_heads, qkv, tok.positions, 0, saved.qkv + s.q());
 }
 
 template <typename A>
-void AttentionOutForward(const ModelConfig& cfg, const AttentionWeights<A>& w, int64_t n,
+void AttentionOutForward(const BlockShape& s, const AttentionWeights<A>& w, int64_t n,
                          const float* x, const A* out, float* y, const kernels::KernelCtx& ctx) {
-  Copy(ctx, x, y, n * cfg.dim);
-  LinearForward(ctx, n, cfg.n_heads * cfg.head_dim(), cfg.dim, out, w.wo, y, /*accumulate=*/true);
+  RowParallelResidual(ctx, s.shard, n, s.q(), s.dim, x, out, w.wo, y);
 }
 
 template <typename A>
-void AttentionBlockForward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
+void AttentionBlockForward(const BlockShape& s, const AttentionWeights<A>& w, const float* x,
                            float* y, const AttentionSaved<A>& saved, const TokenLayout& tok,
                            const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx) {
   ANVIL_TRACE_ZONE("attention_block_fwd");
-  const int64_t qkv = cfg.qkv_dim(), hd = cfg.head_dim();
-  AttentionQkvForward(cfg, w, x, saved, tok, scratch, ctx);
+  const int64_t qkv = s.qkv();
+  AttentionQkvForward(s, w, x, saved, tok, scratch, ctx);
   constexpr DType dt = kActDType<A>;
-  kernels::AttentionForward(ctx, AttentionDimsOf(cfg), tok.cu_seqlens,
-                            {saved.qkv, dt, qkv}, {saved.qkv + cfg.n_heads * hd, dt, qkv},
-                            {saved.qkv + (cfg.n_heads + cfg.n_kv_heads) * hd, dt, qkv},
+  kernels::AttentionForward(ctx, AttentionDimsOf(s), tok.cu_seqlens, {saved.qkv, dt, qkv},
+                            {saved.qkv + s.q(), dt, qkv}, {saved.qkv + s.q() + s.kv(), dt, qkv},
                             {saved.out, dt, 0}, saved.lse);
-  if (y != nullptr) AttentionOutForward(cfg, w, tok.n, x, saved.out, y, ctx);
+  if (y != nullptr) AttentionOutForward(s, w, tok.n, x, saved.out, y, ctx);
 }
 
 template <typename A>
-void AttentionBlockBackward(const ModelConfig& cfg, const AttentionWeights<A>& w, const float* x,
+void AttentionBlockBackward(const BlockShape& s, const AttentionWeights<A>& w, const float* x,
                             const AttentionSaved<A>& saved, float* d, const AttentionGrads& grads,
                             const TokenLayout& tok, const BlockScratch<A>& scratch,
                             const kernels::KernelCtx& ctx) {
   ANVIL_TRACE_ZONE("attention_block_bwd");
-  const int64_t n = tok.n, c = cfg.dim, qkv = cfg.qkv_dim(), hd = cfg.head_dim();
-  const int64_t attn = cfg.n_heads * hd;
+  const int64_t n = tok.n, c = s.dim, qkv = s.qkv(), attn = s.q();
   constexpr DType dt = kActDType<A>;
-  // O projection: y = x + out · wo.
+  // O projection: y = x + out · wo (row-parallel: d is whole on every rank).
   const A* dy = AsAct(ctx, d, scratch.dy_act, n * c);
   LinearBackwardWeight(ctx, n, attn, c, saved.out, dy, grads.wo);
   LinearBackwardData(ctx, n, attn, c, dy, w.wo, scratch.d_attn_out);
   // FlashAttention (recomputes the probabilities from q, k and lse).
   float* dq = scratch.dqkv;
   float* dk = dq + attn;
-  float* dv = dk + cfg.n_kv_heads * hd;
-  kernels::AttentionBackward(ctx, AttentionDimsOf(cfg), tok.cu_seqlens, {saved.qkv, dt, qkv},
-                             {saved.qkv + attn, dt, qkv},
-                             {saved.qkv + attn + cfg.n_kv_heads * hd, dt, qkv},
+  float* dv = dk + s.kv();
+  kernels::AttentionBackward(ctx, AttentionDimsOf(s), tok.cu_seqlens, {saved.qkv, dt, qkv},
+                             {saved.qkv + attn, dt, qkv}, {saved.qkv + attn + s.kv(), dt, qkv},
                              {saved.out, dt, 0}, {scratch.d_attn_out, DType::kF32, 0}, saved.lse,
                              {dq, qkv}, {dk, qkv}, {dv, qkv});
-  kernels::RopeBackward(ctx, tok.rope, n, cfg.n_heads, qkv, tok.positions, 0, dq);
-  kernels::RopeBackward(ctx, tok.rope, n, cfg.n_kv_heads, qkv, tok.positions, 0, dk);
-  // QKV projection.
+  kernels::RopeBackward(ctx, tok.rope, n, s.heads, qkv, tok.positions, 0, dq);
+  kernels::RopeBackward(ctx, tok.rope, n, s.kv_heads, qkv, tok.positions, 0, dk);
+  // QKV projection (column-parallel: each rank's heads add to the norm
+  // output's grad, summed over the ranks before the norm's backward).
   const A* dqkv = AsAct(ctx, scratch.dqkv, scratch.dqkv_act, n * qkv);
   LinearBackwardWeight(ctx, n, c, qkv, saved.xn, dqkv, grads.wqkv);
   LinearBackwardData(ctx, n, c, qkv, dqkv, w.wqkv, scratch.dxn);
+  s.shard.AllReduce(scratch.dxn, n * c);
   // RMSNorm, then the residual: d_x = d_y + d_norm.
   kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, scratch.dxn, grads.norm);
   AddInPlace(ctx, d, scratch.dxn, n * c);
 }
 
-#define ANVIL_INSTANTIATE(A)                                                                   \
-  template void AttentionQkvForward(const ModelConfig&, const AttentionWeights<A>&,            \
-                                    const float*, const AttentionSaved<A>&, const TokenLayout&, \
-                                    const BlockScratch<A>&, const kernels::KernelCtx&);        \
-  template void AttentionOutForward(const ModelConfig&, const AttentionWeights<A>&, int64_t,   \
-                                    const float*, const A*, float*, const kernels::KernelCtx&); \
-  template void AttentionBlockForward(const ModelConfig&, const AttentionWeights<A>&,          \
-                                      const float*, float*, const AttentionSaved<A>&,          \
-                                      const TokenLayout&, const BlockScratch<A>&,              \
-                                      const kernels::KernelCtx&);                              \
-  template void AttentionBlockBackward(const ModelConfig&, const AttentionWeights<A>&,         \
-                                       const float*, const AttentionSaved<A>&, float*,         \
-                                       const AttentionGrads&, const TokenLayout&,              \
+#define ANVIL_INSTANTIATE(A)                                                                       \
+  template void AttentionQkvForward(const BlockShape&, const AttentionWeights<A>&, const float*,   \
+                                    const AttentionSaved<A>&, const TokenLayout&,                  \
+                                    const BlockScratch<A>&, const kernels::KernelCtx&);            \
+  template void AttentionOutForward(const BlockShape&, const AttentionWeights<A>&, int64_t,        \
+                                    const float*, const A*, float*, const kernels::KernelCtx&);    \
+  template void AttentionBlockForward(const BlockShape&, const AttentionWeights<A>&, const float*, \
+                                      float*, const AttentionSaved<A>&, const TokenLayout&,        \
+                                      const BlockScratch<A>&, const kernels::KernelCtx&);          \
+  template void AttentionBlockBackward(const BlockShape&, const AttentionWeights<A>&,              \
+                                       const float*, const AttentionSaved<A>&, float*,             \
+                                       const AttentionGrads&, const TokenLayout&,                  \
                                        const BlockScratch<A>&, const kernels::KernelCtx&);
 ANVIL_INSTANTIATE(float)
 ANVIL_INSTANTIATE(BF16)

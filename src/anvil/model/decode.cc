@@ -13,15 +13,14 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
     : model_(model), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
   const ModelConfig& cfg = model.config();
   CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
-  CHECK(max_len > 0 && max_len <= cfg.max_seq_len) << "max_len " << max_len
-                                                   << " beyond model.max_seq_len";
+  CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
+      << "max_len " << max_len << " beyond model.max_seq_len";
   lengths_.assign(max_seqs, 0);
   row_seq_.resize(max_rows);
   positions_.resize(max_rows);
   const bool bf16 = model.options().precision == Precision::kBF16;
   const size_t elem = bf16 ? sizeof(BF16) : sizeof(float);
-  cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * cfg.n_kv_heads *
-                         cfg.head_dim() * elem);
+  cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * model.block_shape().kv() * elem);
   // Scratch: carve once with a counter to size the arena, then for real.
   auto carve_all = [&](auto&& alloc) {
     if (bf16) {
@@ -41,14 +40,13 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
 
 template <typename Alloc, typename A>
 void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
-  const ModelConfig& cfg = model_.config();
-  const int64_t r = max_rows_, c = cfg.dim, f = cfg.ffn_dim;
+  const BlockShape& shape = model_.block_shape();  // this rank's heads and FFN columns
+  const int64_t r = max_rows_, c = shape.dim, f = shape.ffn;
   auto f32 = [&](int64_t n) { return reinterpret_cast<float*>(alloc(n * sizeof(float))); };
   auto act = [&](int64_t n) { return reinterpret_cast<A*>(alloc(n * sizeof(A))); };
   s.x = f32(r * c);
   s.y = f32(r * c);
-  s.attn = {f32(r), act(r * c), act(r * cfg.qkv_dim()), act(r * cfg.n_heads * cfg.head_dim()),
-            f32(cfg.n_heads * r)};
+  s.attn = {f32(r), act(r * c), act(r * shape.qkv()), act(r * shape.q()), f32(shape.heads * r)};
   s.mlp = {f32(r), act(r * c), act(r * 2 * f), act(r * f)};
   s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
   s.block.norm_f32 = f32(r * c);
@@ -56,8 +54,7 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
 
 template <typename A>
 A* Decoder::Cache(int layer, int kv, int64_t seq) {
-  const ModelConfig& cfg = model_.config();
-  const int64_t row = cfg.n_kv_heads * cfg.head_dim();
+  const int64_t row = model_.block_shape().kv();
   return reinterpret_cast<A*>(cache_.data()) +
          (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * max_len_) * row;
 }
@@ -77,8 +74,8 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     sp = &scratch_bf16_;
   }
   Scratch<A>& s = *sp;
-  const int64_t qkv = cfg.qkv_dim(), hd = cfg.head_dim();
-  const int64_t q_cols = cfg.n_heads * hd, kv_cols = cfg.n_kv_heads * hd;
+  const BlockShape& shape = model_.block_shape();
+  const int64_t qkv = shape.qkv(), q_cols = shape.q(), kv_cols = shape.kv();
   for (int64_t r = 0; r < n; ++r) {
     const int64_t seq = row_seq_[r];
     const int64_t pos = (r > 0 && row_seq_[r - 1] == seq) ? positions_[r - 1] + 1 : lengths_[seq];
@@ -90,13 +87,13 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   tok.positions = positions_.data();
   tok.rope = model_.rope();
   constexpr DType dt = kActDType<A>;
-  const kernels::AttentionDims dims = AttentionDimsOf(cfg);
+  const kernels::AttentionDims dims = AttentionDimsOf(shape);
   float* x = s.x;
   float* y = s.y;
   EmbeddingBlockForward(cfg, model_.weight_view().embed, n, tokens.data(), x, ctx);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const AttentionWeights<A> aw = model_.AttentionWeightsOf<A>(l);
-    AttentionQkvForward(cfg, aw, x, s.attn, tok, s.block, ctx);
+    AttentionQkvForward(shape, aw, x, s.attn, tok, s.block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
       const A* src = s.attn.qkv + r * qkv + q_cols;
       std::memcpy(Cache<A>(l, 0, row_seq_[r]) + positions_[r] * kv_cols, src, kv_cols * sizeof(A));
@@ -107,14 +104,14 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
       int64_t r1 = r0 + 1;
       while (r1 < n && row_seq_[r1] == row_seq_[r0]) ++r1;
       const int64_t seq = row_seq_[r0];
-      kernels::AttentionDecode(ctx, dims, positions_[r0], r1 - r0,
-                               {s.attn.qkv + r0 * qkv, dt, qkv},
-                               {Cache<A>(l, 0, seq), dt, kv_cols}, {Cache<A>(l, 1, seq), dt, kv_cols},
+      kernels::AttentionDecode(ctx, dims, positions_[r0], r1 - r0, {s.attn.qkv + r0 * qkv, dt, qkv},
+                               {Cache<A>(l, 0, seq), dt, kv_cols},
+                               {Cache<A>(l, 1, seq), dt, kv_cols},
                                {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
       r0 = r1;
     }
-    AttentionOutForward(cfg, aw, n, x, s.attn.out, y, ctx);
-    MlpBlockForward(cfg, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, s.block, ctx);
+    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx);
+    MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, s.block, ctx);
   }
   HeadSaved<A> head = s.head;
   head.logits = logits;

@@ -32,6 +32,9 @@ struct HfSlot {
 };
 
 std::vector<HfSlot> Slots(const LlamaParams& params) {
+  // Hugging Face files hold whole tensors: a tensor-parallel slice is
+  // gathered (or cut) by its caller first.
+  CHECK_EQ(params.shard().size, 1) << "HF checkpoints are read and written whole (one tp rank)";
   const ModelConfig& cfg = params.config();
   const int64_t hd = cfg.head_dim(), q = cfg.n_heads * hd, kv = cfg.n_kv_heads * hd;
   const int64_t c = cfg.dim, f = cfg.ffn_dim;

@@ -39,8 +39,8 @@ namespace anvil::model {
 // (FA2 style over the N flattened rows; 0 first, N last; documents may cross
 // rows) and positions [N] (RoPE position of each token, restarting per document).
 struct Batch {
-  int64_t rows = 0;     // B
-  int64_t seq_len = 0;  // T
+  int64_t rows = 0;                     // B
+  int64_t seq_len = 0;                  // T
   std::span<const int32_t> tokens;      // [N] input ids
   std::span<const int32_t> targets;     // [N] next-token ids, kIgnoreIndex = no loss
   std::span<const int32_t> cu_seqlens;  // [docs + 1] or empty
@@ -83,6 +83,9 @@ struct LlamaOptions {
   // The whole-layout buffers the model holds; without them the caller binds
   // each unit's buffers through StepHooks (ZeRO-2/3; untied embeddings only).
   ParamBuffers buffers = {};
+  // Tensor parallelism (shard.h): this rank's slice of every layer and the
+  // group that joins them. Default: one rank, the whole model.
+  ShardInfo shard = {};
 };
 
 // What a Llama allocates, in bytes.
@@ -106,6 +109,8 @@ class Llama {
 
   const ModelConfig& config() const { return config_; }
   const LlamaOptions& options() const { return options_; }
+  // A layer's sizes on this rank (its heads and FFN columns).
+  const BlockShape& block_shape() const { return shape_; }
   LlamaParams& params() { return params_; }
   const LlamaParams& params() const { return params_; }
 
@@ -135,7 +140,7 @@ class Llama {
   int64_t unit_begin(int unit) const;
   // The units' first offsets in the layout of `config`, with the layout's
   // size last ([num_units + 1]), without building a model.
-  static std::vector<int64_t> UnitBegins(const ModelConfig& config);
+  static std::vector<int64_t> UnitBegins(const ModelConfig& config, const ShardInfo& shard = {});
   // Points the unit's tensors at buffers laid out as its range of the layout
   // (its element i at base[i - unit_begin(unit)]): f32 weights and the bf16
   // copy (null in f32), or grads. For a model without whole buffers.
@@ -163,12 +168,12 @@ class Llama {
   // Pointers into the arena for activations of N = max B*T rows.
   template <typename A>
   struct Store {
-    std::vector<float*> resid;             // [2L + 1] x [N, C]: block inputs, final norm input
-    std::vector<AttentionSaved<A>> attn;   // [L] (shared storage where recomputed)
-    std::vector<MlpSaved<A>> mlp;          // [L]
+    std::vector<float*> resid;            // [2L + 1] x [N, C]: block inputs, final norm input
+    std::vector<AttentionSaved<A>> attn;  // [L] (shared storage where recomputed)
+    std::vector<MlpSaved<A>> mlp;         // [L]
     HeadSaved<A> head;
     BlockScratch<A> scratch;
-    float* d_resid = nullptr;              // [N, C] the residual stream's grad
+    float* d_resid = nullptr;  // [N, C] the residual stream's grad
   };
   // Lays out every activation of options.max_batch x options.max_seq_len
   // tokens through `alloc(bytes)`: a counter sizes the arena, the arena fills it.
@@ -184,14 +189,15 @@ class Llama {
 
   ModelConfig config_;
   LlamaOptions options_;
+  BlockShape shape_;
   LlamaParams params_;
   int64_t max_tokens_ = 0;
   // UnitBegins: also where the grads become final during backward (the
   // first tensor of each layer, and of the head).
   std::vector<int64_t> unit_begins_;
-  ModelView<const float> w_;     // master weights
-  ModelView<const BF16> wb_;     // bf16 shadow (bf16 precision)
-  ModelView<float> g_;           // grads
+  ModelView<const float> w_;  // master weights
+  ModelView<const BF16> wb_;  // bf16 shadow (bf16 precision)
+  ModelView<float> g_;        // grads
   AlignedBuffer rope_storage_;
   kernels::RopeTable rope_;
   std::vector<int32_t> cu_seqlens_;  // fixed-window layouts, sized up front

@@ -1,19 +1,21 @@
 // MLP block: x -> RMSNorm -> gate_up GEMM -> SwiGLU -> down GEMM -> y = x + that.
 // Backward mirrors it bottom-up; parameter grads accumulate (+=), the residual
-// grad d is updated in place (d_in = d_out + path).
+// grad d is updated in place (d_in = d_out + path). Sizes are this rank's
+// (BlockShape: F is its share of the FFN columns under tensor parallelism):
+// gate_up is column-parallel, down row-parallel.
 #pragma once
 
 #include "anvil/kernels/ctx.h"
-#include "anvil/model/config.h"
 #include "anvil/model/ops.h"
+#include "anvil/model/shard.h"
 
 namespace anvil::model {
 
 template <typename A>
 struct MlpWeights {
-  const float* norm = nullptr;  // [C]
-  const A* w_gate_up = nullptr; // [C, 2F]  gate columns first, then up
-  const A* w_down = nullptr;    // [F, C]
+  const float* norm = nullptr;   // [C]
+  const A* w_gate_up = nullptr;  // [C, 2F]  this rank's gate columns first, then its up columns
+  const A* w_down = nullptr;     // [F, C]   this rank's rows
 };
 
 struct MlpGrads {
@@ -34,18 +36,18 @@ struct MlpSaved {
 
 // y may be null (recompute: fill `saved` only).
 template <typename A>
-void MlpBlockForward(const ModelConfig& cfg, const MlpWeights<A>& w, int64_t n, const float* x,
+void MlpBlockForward(const BlockShape& s, const MlpWeights<A>& w, int64_t n, const float* x,
                      float* y, const MlpSaved<A>& saved, const BlockScratch<A>& scratch,
                      const kernels::KernelCtx& ctx);
 
 // saved.h = SwiGLU(saved.gate_up): the selective-recompute step.
 template <typename A>
-void MlpRecomputeH(const ModelConfig& cfg, int64_t n, const MlpSaved<A>& saved,
+void MlpRecomputeH(const BlockShape& s, int64_t n, const MlpSaved<A>& saved,
                    const kernels::KernelCtx& ctx);
 
 // d [N, C]: in, the grad of y; out, the grad of x.
 template <typename A>
-void MlpBlockBackward(const ModelConfig& cfg, const MlpWeights<A>& w, int64_t n, const float* x,
+void MlpBlockBackward(const BlockShape& s, const MlpWeights<A>& w, int64_t n, const float* x,
                       const MlpSaved<A>& saved, float* d, const MlpGrads& grads,
                       const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx);
 

@@ -15,6 +15,7 @@
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/norm.h"
 #include "anvil/kernels/rope.h"
+#include "anvil/model/shard.h"
 
 namespace anvil::model {
 
@@ -122,6 +123,21 @@ void LinearBackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, 
   kernels::Gemm(ctx, {.m = in, .n = out, .k = n, .trans_a = kernels::Trans::kT,
                       .accumulate = true},
                 x, dy, dw);
+}
+
+// y[n, C] = x + in[n, in_dim] · w[in_dim, C] where `in` and `w` are this
+// rank's slices (columns of in, rows of w) of a row-parallel GEMM: rank 0
+// accumulates its partial product onto a copy of x, the others start from
+// zero, and the rank-order all-reduce forms ((x + p0) + p1) + ..., so x enters
+// the sum once. With one rank: y = x, y += in · w, as without parallelism.
+template <typename A>
+void RowParallelResidual(const kernels::KernelCtx& ctx, const ShardInfo& shard, int64_t n,
+                         int64_t in_dim, int64_t c, const float* x, const A* in, const A* w,
+                         float* y) {
+  const bool first = shard.rank == 0;
+  if (first) Copy(ctx, x, y, n * c);
+  LinearForward(ctx, n, in_dim, c, in, w, y, /*accumulate=*/first);
+  shard.AllReduce(y, n * c);
 }
 
 }  // namespace anvil::model

@@ -25,35 +25,68 @@ void ParallelChunks(const kernels::KernelCtx& ctx, int64_t n, Fn&& fn) {
 
 }  // namespace
 
-LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers)
-    : config_(config) {
+std::vector<int64_t> ParamInfo::global_shape(int tp) const {
+  std::vector<int64_t> whole = shape;
+  if (split == TpSplit::kColumns) whole[1] *= tp;
+  if (split == TpSplit::kRows) whole[0] *= tp;
+  return whole;
+}
+
+std::vector<ShardSegment> ShardSegments(const ParamInfo& p, const ShardInfo& shard) {
+  const int tp = shard.size, r = shard.rank;
+  if (p.split == TpSplit::kReplicated || tp == 1) return {{0, 0, p.numel}};
+  if (p.split == TpSplit::kRows) return {{0, r * p.numel, p.numel}};  // rows are row-major runs
+  // Columns: each row of the slice is every part's share of that row, in part order.
+  const int64_t rows = p.shape[0], local_cols = p.shape[1], global_cols = local_cols * tp;
+  std::vector<ShardSegment> segments;
+  segments.reserve(rows * p.column_parts.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t local = i * local_cols, part_begin = 0;
+    for (const int64_t part : p.column_parts) {
+      const int64_t share = part / tp;
+      segments.push_back({local, i * global_cols + part_begin + r * share, share});
+      local += share;
+      part_begin += part;
+    }
+  }
+  return segments;
+}
+
+LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers,
+                         const ShardInfo& shard)
+    : config_(config), shard_(shard) {
   CHECK(config.Validate().ok()) << config.Validate().ToString();
-  params_ = Layout(config, &size_);
+  params_ = Layout(config, &size_, shard);
   if (buffers.weights) weights_ = AlignedBuffer(size_ * sizeof(float));
   if (buffers.grads) grads_ = AlignedBuffer(size_ * sizeof(float));
   if (with_bf16 && buffers.weights) bf16_ = AlignedBuffer(size_ * sizeof(BF16));
 }
 
-std::vector<ParamInfo> LlamaParams::Layout(const ModelConfig& config, int64_t* size) {
+std::vector<ParamInfo> LlamaParams::Layout(const ModelConfig& config, int64_t* size,
+                                           const ShardInfo& shard) {
+  const BlockShape s = BlockShape::Of(config, shard);
   std::vector<ParamInfo> params;
   int64_t offset = 0;
-  const int64_t c = config.dim, f = config.ffn_dim, v = config.vocab_size;
-  const int64_t attn = config.n_heads * config.head_dim();
-  auto add = [&](std::string name, ParamKind kind, int layer, std::vector<int64_t> shape) {
+  const int64_t c = config.dim, v = config.vocab_size, tp = shard.size;
+  auto add = [&](std::string name, ParamKind kind, int layer, std::vector<int64_t> shape,
+                 TpSplit split = TpSplit::kReplicated, std::vector<int64_t> parts = {}) {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    params.push_back({std::move(name), kind, layer, std::move(shape), offset, numel});
+    params.push_back(
+        {std::move(name), kind, layer, std::move(shape), offset, numel, split, std::move(parts)});
     offset += (numel + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   };
   add("embed", ParamKind::kEmbed, -1, {v, c});
   for (int l = 0; l < config.n_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
     add(p + "attn_norm", ParamKind::kAttnNorm, l, {c});
-    add(p + "wqkv", ParamKind::kWqkv, l, {c, config.qkv_dim()});
-    add(p + "wo", ParamKind::kWo, l, {attn, c});
+    add(p + "wqkv", ParamKind::kWqkv, l, {c, s.qkv()}, TpSplit::kColumns,
+        {s.q() * tp, s.kv() * tp, s.kv() * tp});
+    add(p + "wo", ParamKind::kWo, l, {s.q(), c}, TpSplit::kRows);
     add(p + "mlp_norm", ParamKind::kMlpNorm, l, {c});
-    add(p + "w_gate_up", ParamKind::kWGateUp, l, {c, 2 * f});
-    add(p + "w_down", ParamKind::kWDown, l, {f, c});
+    add(p + "w_gate_up", ParamKind::kWGateUp, l, {c, 2 * s.ffn}, TpSplit::kColumns,
+        {s.ffn * tp, s.ffn * tp});
+    add(p + "w_down", ParamKind::kWDown, l, {s.ffn, c}, TpSplit::kRows);
   }
   add("final_norm", ParamKind::kFinalNorm, -1, {c});
   if (!config.tie_embeddings) add("lm_head", ParamKind::kLmHead, -1, {v, c});
@@ -69,10 +102,10 @@ void LlamaParams::Init(const kernels::KernelCtx& ctx, uint64_t seed) {
 
 void LlamaParams::InitRange(const kernels::KernelCtx& ctx, uint64_t seed, int64_t begin,
                             int64_t end, float* out) const {
-  CHECK(0 <= begin && begin <= end && end <= size_) << "init range [" << begin << ", " << end << ")";
-  ParallelChunks(ctx, end - begin, [&](int64_t b, int64_t e) {
-    std::memset(out + b, 0, (e - b) * sizeof(float));
-  });
+  CHECK(0 <= begin && begin <= end && end <= size_)
+      << "init range [" << begin << ", " << end << ")";
+  ParallelChunks(ctx, end - begin,
+                 [&](int64_t b, int64_t e) { std::memset(out + b, 0, (e - b) * sizeof(float)); });
   const float residual_scale = static_cast<float>(1.0 / std::sqrt(2.0 * config_.n_layers));
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamInfo& p = params_[i];
@@ -88,19 +121,25 @@ void LlamaParams::InitRange(const kernels::KernelCtx& ctx, uint64_t seed, int64_
     float stddev = static_cast<float>(config_.init_std);
     if (p.kind == ParamKind::kWo || p.kind == ParamKind::kWDown) stddev *= residual_scale;
     const RngStream rng(seed, RngPurpose::kInit, static_cast<uint32_t>(i));
-    const int64_t first = lo - p.offset;
-    ParallelChunks(ctx, hi - lo, [&](int64_t b, int64_t e) {
-      rng.FillNormal(std::span<float>(t + b, e - b), 0.0f, stddev, first + b);
-    });
+    // Each run of the slice draws the whole tensor's numbers at its place there.
+    for (const ShardSegment& seg : ShardSegments(p, shard_)) {
+      const int64_t seg_lo = std::max(lo, p.offset + seg.local);
+      const int64_t seg_hi = std::min(hi, p.offset + seg.local + seg.count);
+      if (seg_lo >= seg_hi) continue;
+      float* dst = t + (seg_lo - lo);
+      const int64_t first = seg.global + (seg_lo - p.offset - seg.local);
+      ParallelChunks(ctx, seg_hi - seg_lo, [&](int64_t b, int64_t e) {
+        rng.FillNormal(std::span<float>(dst + b, e - b), 0.0f, stddev, first + b);
+      });
+    }
   }
 }
 
 void LlamaParams::ZeroGrads(const kernels::KernelCtx& ctx) {
   if (!has_grads()) return;
   float* g = grads().data();
-  ParallelChunks(ctx, size_, [&](int64_t b, int64_t e) {
-    std::memset(g + b, 0, (e - b) * sizeof(float));
-  });
+  ParallelChunks(ctx, size_,
+                 [&](int64_t b, int64_t e) { std::memset(g + b, 0, (e - b) * sizeof(float)); });
 }
 
 void LlamaParams::RefreshBf16(const kernels::KernelCtx& ctx) {

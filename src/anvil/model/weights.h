@@ -4,6 +4,14 @@
 // tensor starts on a 64-byte line (padding is zero and stays zero). Linear
 // weights are stored [in, out] (forward is an NN GEMM); the token embedding
 // and the LM head are [V, C] so a tied head is the embedding buffer itself.
+//
+// Under tensor parallelism (shard.h) a rank's buffers hold its slices only:
+// the layout is the same list of tensors, each with this rank's shape, and
+// ParamInfo says how the slice sits in the whole tensor. A fused tensor's
+// slice is contiguous per rank: rank r's wqkv columns are its q heads, then
+// its k heads, then its v heads (gate_up: its gate columns, then its up
+// columns), the order the kernels read, so one GEMM serves every degree. At
+// degree 1 the layout is the whole model's.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +23,7 @@
 #include "anvil/core/bf16.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/config.h"
+#include "anvil/model/shard.h"
 
 namespace anvil::model {
 
@@ -38,11 +47,28 @@ struct ModelView {
   T* lm_head = nullptr;              // [V, C]; == embed when tied
 };
 
-enum class ParamKind : uint8_t { kEmbed, kAttnNorm, kWqkv, kWo, kMlpNorm, kWGateUp, kWDown,
-                                 kFinalNorm, kLmHead };
+enum class ParamKind : uint8_t {
+  kEmbed,
+  kAttnNorm,
+  kWqkv,
+  kWo,
+  kMlpNorm,
+  kWGateUp,
+  kWDown,
+  kFinalNorm,
+  kLmHead
+};
 
-// A tensor of the layout: canonical name ("layers.3.wqkv"), shape as stored,
-// element offset in the flat buffers.
+// How a tensor is cut across the tensor-parallel ranks.
+enum class TpSplit : uint8_t {
+  kReplicated,  // whole on every rank: norms, embedding, LM head
+  kColumns,     // [in, out] column-parallel: each rank takes an equal share of every
+                // column part (q|k|v, gate|up), its shares side by side
+  kRows,        // [in, out] row-parallel: each rank takes an equal share of the rows (wo, w_down)
+};
+
+// A tensor of the layout: canonical name ("layers.3.wqkv"), shape as stored
+// on this rank, element offset in the flat buffers.
 struct ParamInfo {
   std::string name;
   ParamKind kind;
@@ -50,7 +76,23 @@ struct ParamInfo {
   std::vector<int64_t> shape;
   int64_t offset = 0;
   int64_t numel = 0;
+  TpSplit split = TpSplit::kReplicated;
+  std::vector<int64_t> column_parts;  // kColumns: the whole tensor's column groups
+  // The whole tensor's shape (all ranks' slices together).
+  std::vector<int64_t> global_shape(int tp) const;
 };
+
+// A run of a rank's slice that is contiguous in the whole tensor too:
+// elements [local, local + count) of the slice are [global, global + count)
+// of the whole tensor (row-major).
+struct ShardSegment {
+  int64_t local = 0;
+  int64_t global = 0;
+  int64_t count = 0;
+};
+// The segments of p's slice on `shard`, in local order (one for a replicated
+// tensor or at degree 1).
+std::vector<ShardSegment> ShardSegments(const ParamInfo& p, const ShardInfo& shard);
 
 // Which whole-layout buffers a LlamaParams holds. Sharded data parallelism
 // leaves out the grads (ZeRO-2: each unit's grads go to a buffer of its own,
@@ -62,16 +104,20 @@ struct ParamBuffers {
 
 class LlamaParams {
  public:
-  // Allocates (untouched) weights and grads; the bf16 shadow only if `with_bf16`.
-  LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers = {});
+  // Allocates (untouched) weights and grads; the bf16 shadow only if
+  // `with_bf16`. `shard`: this rank's slices under tensor parallelism.
+  LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers = {},
+              const ShardInfo& shard = {});
 
   const ModelConfig& config() const { return config_; }
+  const ShardInfo& shard() const { return shard_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   // Elements in each flat buffer (tensors plus alignment padding).
   int64_t size() const { return size_; }
-  // The tensors of `config` in layout order, and (*size) the buffer length,
-  // without allocating: what the constructor lays out.
-  static std::vector<ParamInfo> Layout(const ModelConfig& config, int64_t* size);
+  // The tensors of `config` in layout order (this rank's slices), and (*size)
+  // the buffer length, without allocating: what the constructor lays out.
+  static std::vector<ParamInfo> Layout(const ModelConfig& config, int64_t* size,
+                                       const ShardInfo& shard = {});
   bool has_bf16() const { return bf16_.size() != 0; }
   bool has_weights() const { return weights_.size() != 0; }
   bool has_grads() const { return grads_.size() != 0; }
@@ -82,7 +128,9 @@ class LlamaParams {
   std::span<float> grads() { return {Base<float>(grads_), Held(grads_)}; }
   std::span<const float> grads() const { return {CBase<float>(grads_), Held(grads_)}; }
   // Empty without a shadow.
-  std::span<BF16> bf16() { return {Base<BF16>(bf16_), has_bf16() ? static_cast<size_t>(size_) : 0}; }
+  std::span<BF16> bf16() {
+    return {Base<BF16>(bf16_), has_bf16() ? static_cast<size_t>(size_) : 0};
+  }
   std::span<const BF16> bf16() const {
     return {CBase<BF16>(bf16_), has_bf16() ? static_cast<size_t>(size_) : 0};
   }
@@ -105,7 +153,8 @@ class LlamaParams {
 
   // Documented initialisation (deterministic for any thread count): tensor i
   // of params() draws RngStream(seed, kInit, /*step=*/i).Normal(j) for its
-  // element j in stored order, times init_std, and times 1/sqrt(2 L) for the
+  // element j in the whole tensor's stored order (so a tensor-parallel slice
+  // holds the whole model's values), times init_std, and times 1/sqrt(2 L) for the
   // residual-output projections wo and w_down; norm weights are 1; padding 0.
   // Refreshes the bf16 shadow. Grads are zeroed.
   void Init(const kernels::KernelCtx& ctx, uint64_t seed);
@@ -118,13 +167,20 @@ class LlamaParams {
   void RefreshBf16(const kernels::KernelCtx& ctx);
 
  private:
-  size_t Held(const AlignedBuffer& b) const { return b.size() != 0 ? static_cast<size_t>(size_) : 0; }
+  size_t Held(const AlignedBuffer& b) const {
+    return b.size() != 0 ? static_cast<size_t>(size_) : 0;
+  }
   template <typename T>
-  T* Base(AlignedBuffer& b) { return reinterpret_cast<T*>(b.data()); }
+  T* Base(AlignedBuffer& b) {
+    return reinterpret_cast<T*>(b.data());
+  }
   template <typename T>
-  const T* CBase(const AlignedBuffer& b) const { return reinterpret_cast<const T*>(b.data()); }
+  const T* CBase(const AlignedBuffer& b) const {
+    return reinterpret_cast<const T*>(b.data());
+  }
 
   ModelConfig config_;
+  ShardInfo shard_;
   std::vector<ParamInfo> params_;
   int64_t size_ = 0;
   AlignedBuffer weights_, grads_, bf16_;
@@ -134,15 +190,33 @@ class LlamaParams {
 template <typename T>
 void SetViewPointer(ModelView<T>& v, const ParamInfo& p, T* ptr) {
   switch (p.kind) {
-    case ParamKind::kEmbed: v.embed = ptr; break;
-    case ParamKind::kAttnNorm: v.layers[p.layer].attn_norm = ptr; break;
-    case ParamKind::kWqkv: v.layers[p.layer].wqkv = ptr; break;
-    case ParamKind::kWo: v.layers[p.layer].wo = ptr; break;
-    case ParamKind::kMlpNorm: v.layers[p.layer].mlp_norm = ptr; break;
-    case ParamKind::kWGateUp: v.layers[p.layer].w_gate_up = ptr; break;
-    case ParamKind::kWDown: v.layers[p.layer].w_down = ptr; break;
-    case ParamKind::kFinalNorm: v.final_norm = ptr; break;
-    case ParamKind::kLmHead: v.lm_head = ptr; break;
+    case ParamKind::kEmbed:
+      v.embed = ptr;
+      break;
+    case ParamKind::kAttnNorm:
+      v.layers[p.layer].attn_norm = ptr;
+      break;
+    case ParamKind::kWqkv:
+      v.layers[p.layer].wqkv = ptr;
+      break;
+    case ParamKind::kWo:
+      v.layers[p.layer].wo = ptr;
+      break;
+    case ParamKind::kMlpNorm:
+      v.layers[p.layer].mlp_norm = ptr;
+      break;
+    case ParamKind::kWGateUp:
+      v.layers[p.layer].w_gate_up = ptr;
+      break;
+    case ParamKind::kWDown:
+      v.layers[p.layer].w_down = ptr;
+      break;
+    case ParamKind::kFinalNorm:
+      v.final_norm = ptr;
+      break;
+    case ParamKind::kLmHead:
+      v.lm_head = ptr;
+      break;
   }
 }
 
