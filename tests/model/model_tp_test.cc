@@ -63,7 +63,8 @@ std::vector<float> Slice(std::span<const float> buf, const ParamInfo& p) {
 }
 
 void CheckPrecision(comm::Group& tp, Precision precision, bool packed) {
-  const std::string where = fmt::format("{} {}", PrecisionName(precision), packed ? "packed" : "windows");
+  const std::string where =
+      fmt::format("{} {}", PrecisionName(precision), packed ? "packed" : "windows");
   // f32 differs only by the order of the row-parallel sums; bf16 also by the
   // bf16 roundings that order can flip (one ulp, 2^-8, of some activations).
   const double tol = precision == Precision::kF32 ? 2e-5 : 1e-2;
@@ -101,7 +102,8 @@ void CheckPrecision(comm::Group& tp, Precision precision, bool packed) {
                              WholeAtSlice(whole, whole.params().grads(), p, shard));
     worst = std::max(worst, d);
     Expect(d <= tol, fmt::format("{}: grad of {} differs from the whole model's slice by {:.2e} "
-                                 "(tolerance {:.0e})", where, p.name, d, tol));
+                                 "(tolerance {:.0e})",
+                                 where, p.name, d, tol));
     if (tp.size() == 1) Expect(d == 0, where + ": one rank, grad of " + p.name + " not bitwise");
   }
 
@@ -146,8 +148,9 @@ int Main() {
     for (const bool packed : {false, true}) CheckPrecision(tp, p, packed);
   }
   const int64_t failures = tp.AllReduceValue<int64_t>(g_failures);
-  if (g_rank == 0) std::printf("%s: %lld failures over %d ranks\n", failures ? "FAILED" : "ok",
-                               static_cast<long long>(failures), tp.size());
+  if (g_rank == 0)
+    std::printf("%s: %lld failures over %d ranks\n", failures ? "FAILED" : "ok",
+                static_cast<long long>(failures), tp.size());
   comm::FinalizeWorld();
   return failures == 0 ? 0 : 1;
 }

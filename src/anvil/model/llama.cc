@@ -1,6 +1,6 @@
-// Llama: the activation store and the step (forward, backward with the
-// recompute policy, evaluation). The blocks hold the math; this file only
-// wires buffers and walks the layers, backward mirroring forward.
+// Llama: the activation store and the step (a stage's forward and backward
+// with the recompute policy, evaluation). The blocks hold the math; this file
+// only wires buffers and walks the layers, backward mirroring forward.
 #include "anvil/model/llama.h"
 
 #include <fmt/core.h>
@@ -17,11 +17,16 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
     : config_(config),
       options_(options),
       shape_(BlockShape::Of(config, options.shard)),
-      params_(config, options.precision == Precision::kBF16, options.buffers, options.shard) {
+      params_(config, options.precision == Precision::kBF16, options.buffers, options.shard,
+              options.stage) {
   if (options_.max_seq_len == 0) options_.max_seq_len = config.max_seq_len;
   if (options_.head_chunk_rows == 0) options_.head_chunk_rows = kHeadChunkRows;
   CHECK_GT(options_.max_batch, 0) << "max_batch";
   CHECK_GT(options_.head_chunk_rows, 0) << "head_chunk_rows";
+  CHECK_GT(options_.activation_slots, 0) << "activation_slots";
+  first_layer_ = options_.stage.first_layer;
+  end_layer_ = options_.stage.end_layer(config);
+  layer_unit_ = first_stage() ? 1 : 0;
   CHECK(options_.max_seq_len > 0 && options_.max_seq_len <= config.max_seq_len)
       << "max_seq_len " << options_.max_seq_len
       << " must be in [1, model.max_seq_len = " << config.max_seq_len << "]";
@@ -38,7 +43,7 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   if (params_.has_weights()) w_ = params_.View(static_cast<const float*>(params_.weights().data()));
   if (params_.has_grads()) g_ = params_.GradView();
   if (params_.has_bf16()) wb_ = params_.View(static_cast<const BF16*>(params_.bf16().data()));
-  unit_begins_ = UnitBegins(config, options_.shard);
+  unit_begins_ = UnitBegins(config, options_.shard, options_.stage);
 
   rope_storage_ = AlignedBuffer(kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) *
                                 sizeof(float));
@@ -61,7 +66,7 @@ LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions option
   if (options.max_seq_len == 0) options.max_seq_len = config.max_seq_len;
   if (options.head_chunk_rows == 0) options.head_chunk_rows = kHeadChunkRows;
   LlamaMemory m;
-  LlamaParams::Layout(config, &m.param_elements, options.shard);
+  LlamaParams::Layout(config, &m.param_elements, options.shard, options.stage);
   const bool bf16 = options.precision == Precision::kBF16;
   const ParamBuffers& held = options.buffers;
   m.params_bytes =
@@ -91,29 +96,42 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
   const int64_t n = options.max_batch * options.max_seq_len, c = config.dim, f = shape.ffn,
                 v = config.vocab_size;
   const int64_t qkv = shape.qkv(), attn = shape.q();
-  const int64_t layers = config.n_layers;
+  const int64_t layers = options.stage.end_layer(config) - options.stage.first_layer;
   const bool bf16 = options.precision == Precision::kBF16;
   auto f32 = [&](int64_t count) { return reinterpret_cast<float*>(alloc(count * sizeof(float))); };
   auto act = [&](int64_t count) { return reinterpret_cast<A*>(alloc(count * sizeof(A))); };
   auto new_attn = [&] {
     return AttentionSaved<A>{f32(n), act(n * c), act(n * qkv), act(n * attn), f32(shape.heads * n)};
   };
-  s.resid.resize(2 * layers + 1);
-  for (float*& r : s.resid) r = f32(n * c);
-  s.attn.resize(layers);
-  s.mlp.resize(layers);
+  // What the backward recomputes (full: every layer's saved activations;
+  // selective: SwiGLU's output) is rebuilt just before its use, so one copy
+  // serves every layer and every slot.
   const Recompute policy = options.recompute;
-  for (int64_t l = 0; l < layers; ++l) {
-    const bool own = policy != Recompute::kFull || l == 0;
-    s.attn[l] = own ? new_attn() : s.attn[0];
-    if (own) {
-      s.mlp[l].rstd = f32(n);
-      s.mlp[l].xn = act(n * c);
-      s.mlp[l].gate_up = act(n * 2 * f);
-    } else {
-      s.mlp[l] = s.mlp[0];
+  s.slots.resize(options.activation_slots);
+  for (size_t k = 0; k < s.slots.size(); ++k) {
+    Slot<A>& slot = s.slots[k];
+    const Slot<A>* shared = k == 0 ? nullptr : &s.slots[0];
+    slot.resid.resize(2 * layers + 1);
+    for (float*& r : slot.resid) r = f32(n * c);
+    slot.attn.resize(layers);
+    slot.mlp.resize(layers);
+    for (int64_t l = 0; l < layers; ++l) {
+      const bool own = policy != Recompute::kFull || (l == 0 && shared == nullptr);
+      const int64_t from = policy == Recompute::kFull ? 0 : l;  // where a shared copy lives
+      if (own) {
+        slot.attn[l] = new_attn();
+        slot.mlp[l].rstd = f32(n);
+        slot.mlp[l].xn = act(n * c);
+        slot.mlp[l].gate_up = act(n * 2 * f);
+      } else {
+        const Slot<A>& owner = shared != nullptr ? *shared : slot;
+        slot.attn[l] = owner.attn[from];
+        slot.mlp[l] = owner.mlp[from];
+      }
+      const bool own_h = policy == Recompute::kNone || (l == 0 && shared == nullptr);
+      slot.mlp[l].h = own_h ? act(n * f) : (shared != nullptr ? *shared : slot).mlp[0].h;
     }
-    s.mlp[l].h = (policy == Recompute::kNone || l == 0) ? act(n * f) : s.mlp[0].h;
+    slot.d_resid = f32(n * c);
   }
   const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
   s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
@@ -125,7 +143,6 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                bf16 ? act(n * qkv) : nullptr,
                act(n * f),
                act(n * 2 * f)};
-  s.d_resid = f32(n * c);
 }
 
 template <>
@@ -167,15 +184,18 @@ void Llama::InitWeights(const kernels::KernelCtx& ctx, uint64_t seed) {
   params_.Init(ctx, seed);
 }
 
-std::vector<int64_t> Llama::UnitBegins(const ModelConfig& config, const ShardInfo& shard) {
+std::vector<int64_t> Llama::UnitBegins(const ModelConfig& config, const ShardInfo& shard,
+                                       const StageRange& stage) {
   int64_t size = 0;
-  const std::vector<ParamInfo> layout = LlamaParams::Layout(config, &size, shard);
-  // The layout is in unit order; a layer starts at its attention norm, the
-  // head at the final norm.
-  std::vector<int64_t> begins = {0};
+  const std::vector<ParamInfo> layout = LlamaParams::Layout(config, &size, shard, stage);
+  // The layout is in unit order; the embedding is a unit, a layer starts at
+  // its attention norm, the head at the final norm.
+  std::vector<int64_t> begins;
   for (const ParamInfo& p : layout) {
-    if (p.kind == ParamKind::kAttnNorm || p.kind == ParamKind::kFinalNorm)
+    if (p.kind == ParamKind::kEmbed || p.kind == ParamKind::kAttnNorm ||
+        p.kind == ParamKind::kFinalNorm) {
       begins.push_back(p.offset);
+    }
   }
   begins.push_back(size);
   return begins;
@@ -229,114 +249,199 @@ TokenLayout Llama::Layout(const Batch& batch) {
   return tok;
 }
 
+namespace {
+
+// The hooks, each optional.
+struct Hooks {
+  const StepHooks& h;
+  void BeforeForward(int unit) const {
+    if (h.before_forward) h.before_forward(unit);
+  }
+  void BeforeBackward(int unit) const {
+    if (h.before_backward) h.before_backward(unit);
+  }
+  void GradsReady(int64_t from) const {
+    if (h.grads_ready) h.grads_ready(from);
+  }
+};
+
+}  // namespace
+
 template <typename A>
-LossStats Llama::Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward,
-                     float loss_scale, float* logits_out, const StepHooks& hooks) {
-  const int head_unit = num_units() - 1;
-  auto before_forward = [&](int unit) {
-    if (hooks.before_forward) hooks.before_forward(unit);
-  };
-  auto before_backward = [&](int unit) {
-    if (hooks.before_backward) hooks.before_backward(unit);
-  };
-  auto grads_ready = [&](int64_t from) {
-    if (hooks.grads_ready) hooks.grads_ready(from);
-  };
+LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, float* logits_out,
+                          const StepHooks& step_hooks) {
+  CHECK(first_stage() && last_stage())
+      << "evaluation of a pipeline stage is not implemented (it needs the schedule)";
+  const Hooks hooks{step_hooks};
   const TokenLayout tok = Layout(batch);
   const int64_t n = tok.n;
-  const int layers = static_cast<int>(config_.n_layers);
-  const int32_t* targets = batch.targets.data();
-  if (logits_out == nullptr) CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
   Store<A>& s = store<A>();
-  before_forward(0);
-  EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), s.resid[0], ctx);
-
-  if (!backward) {  // Evaluation: layer 0's buffers for every layer, residual ping-pong.
-    float* x = s.resid[0];
-    float* y = s.resid[1];
-    for (int l = 0; l < layers; ++l) {
-      before_forward(1 + l);
-      AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, s.attn[0], tok, s.scratch, ctx);
-      MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, s.mlp[0], s.scratch, ctx);
-    }
-    before_forward(head_unit);
-    const HeadWeights<A> hw = HeadWeightsOf<A>();
-    if (logits_out != nullptr) {  // straight into the caller's [N, V]
-      HeadSaved<A> head = s.head;
-      head.logits = logits_out;
-      HeadLogits(config_, hw, n, x, head, s.scratch, ctx);
-      return {};
-    }
-    const auto xs =
-        HeadLoss(config_, hw, n, options_.head_chunk_rows, x, targets, s.head, s.scratch, ctx);
-    return {xs.loss_sum, xs.valid_rows};
+  Slot<A>& slot = s.slots[0];
+  hooks.BeforeForward(0);
+  EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), slot.resid[0], ctx);
+  // Layer 0's buffers for every layer, the residual stream ping-ponging.
+  float* x = slot.resid[0];
+  float* y = slot.resid[1];
+  for (int l = first_layer_; l < end_layer_; ++l) {
+    hooks.BeforeForward(layer_unit_ + l - first_layer_);
+    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, slot.attn[0], tok, s.scratch,
+                          ctx);
+    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, slot.mlp[0], s.scratch, ctx);
   }
-
-  for (int l = 0; l < layers; ++l) {
-    before_forward(1 + l);
-    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), s.resid[2 * l], s.resid[2 * l + 1],
-                          s.attn[l], tok, s.scratch, ctx);
-    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, s.resid[2 * l + 1], s.resid[2 * l + 2], s.mlp[l],
-                    s.scratch, ctx);
+  hooks.BeforeForward(num_units() - 1);
+  const HeadWeights<A> hw = HeadWeightsOf<A>();
+  if (logits_out != nullptr) {  // straight into the caller's [N, V]
+    HeadSaved<A> head = s.head;
+    head.logits = logits_out;
+    HeadLogits(config_, hw, n, x, head, s.scratch, ctx);
+    return {};
   }
+  CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
+  const auto xs = HeadLoss(config_, hw, n, options_.head_chunk_rows, x, batch.targets.data(),
+                           s.head, s.scratch, ctx);
+  return {xs.loss_sum, xs.valid_rows};
+}
+
+template <typename A>
+LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const Batch& batch,
+                            float loss_scale, const StepHooks& step_hooks) {
+  const Hooks hooks{step_hooks};
+  const TokenLayout tok = Layout(batch);
+  const int64_t n = tok.n;
+  Store<A>& s = store<A>();
+  Slot<A>& slot = s.slots[slot_index];
+  if (first_stage()) {
+    hooks.BeforeForward(0);
+    EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), slot.resid[0], ctx);
+  }
+  for (int l = first_layer_; l < end_layer_; ++l) {
+    const int i = l - first_layer_;
+    hooks.BeforeForward(layer_unit_ + i);
+    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), slot.resid[2 * i],
+                          slot.resid[2 * i + 1], slot.attn[i], tok, s.scratch, ctx);
+    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, slot.resid[2 * i + 1], slot.resid[2 * i + 2],
+                    slot.mlp[i], s.scratch, ctx);
+  }
+  if (!last_stage()) return {};
+  const int32_t* targets = batch.targets.data();
+  CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
   if (loss_scale <= 0.0f) {
     const auto valid =
         std::count_if(targets, targets + n, [](int32_t t) { return t != kIgnoreIndex; });
     loss_scale = valid > 0 ? static_cast<float>(1.0 / static_cast<double>(valid)) : 0.0f;
   }
   // The head's loss and its backward together, a chunk of rows at a time (the
-  // [N, V] logits are never whole); then the layers' backward, the forward's
-  // mirror image.
-  before_forward(head_unit);
-  before_backward(head_unit);
-  const HeadWeights<A> hw = HeadWeightsOf<A>();
-  const auto xs = HeadForwardBackward(config_, hw, n, options_.head_chunk_rows, s.resid[2 * layers],
-                                      targets, loss_scale, s.head, s.d_resid,
+  // [N, V] logits are never whole), leaving the grad of its input in the
+  // slot's d_resid for the layers' backward.
+  const int head_unit = num_units() - 1;
+  hooks.BeforeForward(head_unit);
+  hooks.BeforeBackward(head_unit);
+  const auto xs = HeadForwardBackward(config_, HeadWeightsOf<A>(), n, options_.head_chunk_rows,
+                                      slot.resid.back(), targets, loss_scale, s.head, slot.d_resid,
                                       HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
-  grads_ready(unit_begins_[head_unit]);
-  for (int l = layers - 1; l >= 0; --l) {
-    before_backward(1 + l);
+  hooks.GradsReady(unit_begins_[head_unit]);
+  return {xs.loss_sum, xs.valid_rows};
+}
+
+template <typename A>
+void Llama::RunBackward(const kernels::KernelCtx& ctx, int slot_index, const Batch& batch,
+                        const StepHooks& step_hooks) {
+  const Hooks hooks{step_hooks};
+  const TokenLayout tok = Layout(batch);
+  const int64_t n = tok.n;
+  Store<A>& s = store<A>();
+  Slot<A>& slot = s.slots[slot_index];
+  // The forward's mirror image, layer by layer from the last.
+  for (int l = end_layer_ - 1; l >= first_layer_; --l) {
+    const int i = l - first_layer_;
+    hooks.BeforeBackward(layer_unit_ + i);
     const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
     const MlpWeights<A> mw = MlpWeightsOf<A>(l);
     if (options_.recompute == Recompute::kFull) {
-      AttentionBlockForward(shape_, aw, s.resid[2 * l], nullptr, s.attn[l], tok, s.scratch, ctx);
-      MlpBlockForward(shape_, mw, n, s.resid[2 * l + 1], nullptr, s.mlp[l], s.scratch, ctx);
+      AttentionBlockForward(shape_, aw, slot.resid[2 * i], nullptr, slot.attn[i], tok, s.scratch,
+                            ctx);
+      MlpBlockForward(shape_, mw, n, slot.resid[2 * i + 1], nullptr, slot.mlp[i], s.scratch, ctx);
     } else if (options_.recompute == Recompute::kSelective) {
-      MlpRecomputeH(shape_, n, s.mlp[l], ctx);
+      MlpRecomputeH(shape_, n, slot.mlp[i], ctx);
     }
     const LayerView<float>& gl = g_.layers[l];
-    MlpBlockBackward(shape_, mw, n, s.resid[2 * l + 1], s.mlp[l], s.d_resid,
+    MlpBlockBackward(shape_, mw, n, slot.resid[2 * i + 1], slot.mlp[i], slot.d_resid,
                      MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, s.scratch, ctx);
-    AttentionBlockBackward(shape_, aw, s.resid[2 * l], s.attn[l], s.d_resid,
+    AttentionBlockBackward(shape_, aw, slot.resid[2 * i], slot.attn[i], slot.d_resid,
                            AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, s.scratch, ctx);
-    grads_ready(unit_begins_[1 + l]);
+    hooks.GradsReady(unit_begins_[layer_unit_ + i]);
   }
-  before_backward(0);
-  EmbeddingBlockBackward(config_, n, batch.tokens.data(), s.d_resid, g_.embed, ctx);
-  grads_ready(0);
-  return {xs.loss_sum, xs.valid_rows};
+  if (first_stage()) {
+    hooks.BeforeBackward(0);
+    EmbeddingBlockBackward(config_, n, batch.tokens.data(), slot.d_resid, g_.embed, ctx);
+    hooks.GradsReady(0);
+  }
+}
+
+LossStats Llama::StageForward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
+                              float loss_scale, const StepHooks& hooks) {
+  CHECK(slot >= 0 && slot < options_.activation_slots) << "activation slot " << slot;
+  return options_.precision == Precision::kF32
+             ? RunForward<float>(ctx, slot, batch, loss_scale, hooks)
+             : RunForward<BF16>(ctx, slot, batch, loss_scale, hooks);
+}
+
+void Llama::StageBackward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
+                          const StepHooks& hooks) {
+  CHECK(slot >= 0 && slot < options_.activation_slots) << "activation slot " << slot;
+  if (options_.precision == Precision::kF32) {
+    RunBackward<float>(ctx, slot, batch, hooks);
+  } else {
+    RunBackward<BF16>(ctx, slot, batch, hooks);
+  }
 }
 
 LossStats Llama::ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch,
                                  float loss_scale, const StepHooks& hooks) {
-  return options_.precision == Precision::kF32
-             ? Run<float>(ctx, batch, true, loss_scale, nullptr, hooks)
-             : Run<BF16>(ctx, batch, true, loss_scale, nullptr, hooks);
+  CHECK(first_stage() && last_stage()) << "ForwardBackward of a pipeline stage: use StageForward "
+                                          "and StageBackward";
+  const LossStats stats = StageForward(ctx, 0, batch, loss_scale, hooks);
+  StageBackward(ctx, 0, batch, hooks);
+  return stats;
 }
 
 LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch,
                          const StepHooks& hooks) {
-  return options_.precision == Precision::kF32 ? Run<float>(ctx, batch, false, 0.0f, nullptr, hooks)
-                                               : Run<BF16>(ctx, batch, false, 0.0f, nullptr, hooks);
+  return options_.precision == Precision::kF32 ? Evaluate<float>(ctx, batch, nullptr, hooks)
+                                               : Evaluate<BF16>(ctx, batch, nullptr, hooks);
 }
 
 void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits) {
   CHECK(logits != nullptr);
   if (options_.precision == Precision::kF32) {
-    Run<float>(ctx, batch, false, 0.0f, logits, {});
+    Evaluate<float>(ctx, batch, logits, {});
   } else {
-    Run<BF16>(ctx, batch, false, 0.0f, logits, {});
+    Evaluate<BF16>(ctx, batch, logits, {});
   }
 }
+
+float* Llama::SlotBuffer(int slot, SlotPart which) {
+  CHECK(slot >= 0 && slot < options_.activation_slots) << "activation slot " << slot;
+  // The residual stream and its grad are f32 in either precision.
+  auto pick = [&](auto& store) -> float* {
+    auto& s = store.slots[slot];
+    return which == SlotPart::kInput    ? s.resid.front()
+           : which == SlotPart::kOutput ? s.resid.back()
+                                        : s.d_resid;
+  };
+  return options_.precision == Precision::kF32 ? pick(store_f32_) : pick(store_bf16_);
+}
+
+float* Llama::stage_input(int slot) {
+  CHECK(!first_stage()) << "the first stage embeds its tokens: it takes no input";
+  return SlotBuffer(slot, SlotPart::kInput);
+}
+
+const float* Llama::stage_output(int slot) {
+  CHECK(!last_stage()) << "the last stage ends in the loss: it has no output";
+  return SlotBuffer(slot, SlotPart::kOutput);
+}
+
+float* Llama::stage_output_grad(int slot) { return SlotBuffer(slot, SlotPart::kGrad); }
 
 }  // namespace anvil::model

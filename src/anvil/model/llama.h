@@ -86,6 +86,13 @@ struct LlamaOptions {
   // Tensor parallelism (shard.h): this rank's slice of every layer and the
   // group that joins them. Default: one rank, the whole model.
   ShardInfo shard = {};
+  // Pipeline parallelism: the layers this model runs (StageRange: the first
+  // stage embeds, the last holds the head) and how many micro-batches a
+  // schedule keeps in flight, each with activations of its own (the blocks'
+  // scratch and the head's buffers are shared: one block runs at a time).
+  // Default: the whole model, one micro-batch.
+  StageRange stage = {};
+  int activation_slots = 1;
 };
 
 // What a Llama allocates, in bytes.
@@ -122,7 +129,8 @@ class Llama {
   // the same pass through params().bf16()).
   void RefreshBf16Weights(const kernels::KernelCtx& ctx) { params_.RefreshBf16(ctx); }
 
-  // Forward and backward of one micro-batch. grads += d(loss_scale * loss_sum)/dw.
+  // Forward and backward of one micro-batch on a whole model (StageForward
+  // and StageBackward on slot 0). grads += d(loss_scale * loss_sum)/dw.
   // For the mean over all tokens of an accumulated step pass loss_scale =
   // 1 / (counted targets of all its micro-batches); loss_scale <= 0 means
   // 1 / (this batch's counted targets). Returns this batch's loss sum and count.
@@ -131,16 +139,47 @@ class Llama {
   LossStats ForwardBackward(const kernels::KernelCtx& ctx, const Batch& batch, float loss_scale,
                             const StepHooks& hooks = {});
   // Evaluation: the loss only; reuses one layer's buffers, keeps nothing.
+  // A whole model only (a pipeline's evaluation needs its schedule).
   LossStats Forward(const kernels::KernelCtx& ctx, const Batch& batch, const StepHooks& hooks = {});
 
-  // Units, in layout order: 0 the embedding, 1 + l layer l, n_layers + 1 the
-  // head (final norm and LM head). Each is one contiguous range of the flat
-  // layout, [unit_begin(u), unit_begin(u + 1)).
-  int num_units() const { return static_cast<int>(config_.n_layers) + 2; }
+  // A pipeline stage's half-steps, for a schedule that owns the micro-batch
+  // order (any order with at most activation_slots forwards awaiting their
+  // backward). The forward of micro-batch `slot`: the first stage embeds
+  // batch.tokens, the others read stage_input(slot), which the caller filled
+  // (the previous stage's stage_output). The last stage runs the head's loss
+  // and its backward together, as ForwardBackward does, and returns the loss;
+  // the others leave their output in stage_output(slot) and return nothing.
+  // Every stage reads the batch's token layout; the last its targets.
+  LossStats StageForward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
+                         float loss_scale, const StepHooks& hooks = {});
+  // The backward of micro-batch `slot` after its StageForward: the last stage
+  // starts from the grad its forward left, the others from
+  // stage_output_grad(slot), which the caller filled (the next stage's
+  // stage_input_grad). The first stage ends in the embedding's grad; the
+  // others leave the grad of their input in stage_input_grad(slot).
+  void StageBackward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
+                     const StepHooks& hooks = {});
+  // A slot's [N, C] buffers for the schedule's sends and receives (N = the
+  // batch's tokens). The output grad and the input grad are one buffer: the
+  // backward turns the one into the other in place.
+  float* stage_input(int slot);
+  const float* stage_output(int slot);
+  float* stage_output_grad(int slot);
+  const float* stage_input_grad(int slot) { return stage_output_grad(slot); }
+  const StageRange& stage() const { return options_.stage; }
+  bool first_stage() const { return options_.stage.has_embedding(); }
+  bool last_stage() const { return options_.stage.has_head(config_); }
+
+  // Units, in layout order: the embedding (first stage), each layer of the
+  // stage, the head (final norm and LM head; last stage). A whole model: 0 the
+  // embedding, 1 + l layer l, n_layers + 1 the head. Each is one contiguous
+  // range of the flat layout, [unit_begin(u), unit_begin(u + 1)).
+  int num_units() const { return static_cast<int>(unit_begins_.size()) - 1; }
   int64_t unit_begin(int unit) const;
   // The units' first offsets in the layout of `config`, with the layout's
   // size last ([num_units + 1]), without building a model.
-  static std::vector<int64_t> UnitBegins(const ModelConfig& config, const ShardInfo& shard = {});
+  static std::vector<int64_t> UnitBegins(const ModelConfig& config, const ShardInfo& shard = {},
+                                         const StageRange& stage = {});
   // Points the unit's tensors at buffers laid out as its range of the layout
   // (its element i at base[i - unit_begin(unit)]): f32 weights and the bf16
   // copy (null in f32), or grads. For a model without whole buffers.
@@ -165,15 +204,20 @@ class Llama {
   const ModelView<const float>& weight_view() const { return w_; }
 
  private:
-  // Pointers into the arena for activations of N = max B*T rows.
+  // Pointers into the arena for activations of N = max B*T rows. NL: the
+  // stage's layers (index i is layer first_layer + i).
+  template <typename A>
+  struct Slot {                           // one micro-batch in flight
+    std::vector<float*> resid;            // [2 NL + 1] x [N, C]: block inputs, the stage's output
+    std::vector<AttentionSaved<A>> attn;  // [NL] (storage shared where recomputed)
+    std::vector<MlpSaved<A>> mlp;         // [NL]
+    float* d_resid = nullptr;             // [N, C] the residual stream's grad
+  };
   template <typename A>
   struct Store {
-    std::vector<float*> resid;            // [2L + 1] x [N, C]: block inputs, final norm input
-    std::vector<AttentionSaved<A>> attn;  // [L] (shared storage where recomputed)
-    std::vector<MlpSaved<A>> mlp;         // [L]
-    HeadSaved<A> head;
+    std::vector<Slot<A>> slots;  // [activation_slots]
+    HeadSaved<A> head;           // the head's forward and backward run in one go
     BlockScratch<A> scratch;
-    float* d_resid = nullptr;  // [N, C] the residual stream's grad
   };
   // Lays out every activation of options.max_batch x options.max_seq_len
   // tokens through `alloc(bytes)`: a counter sizes the arena, the arena fills it.
@@ -182,14 +226,24 @@ class Llama {
                     Store<A>& s);
   template <typename A>
   Store<A>& store();
+  enum class SlotPart : uint8_t { kInput, kOutput, kGrad };
+  float* SlotBuffer(int slot, SlotPart which);
   template <typename A>
-  LossStats Run(const kernels::KernelCtx& ctx, const Batch& batch, bool backward, float loss_scale,
-                float* logits_out, const StepHooks& hooks);
+  LossStats RunForward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
+                       float loss_scale, const StepHooks& hooks);
+  template <typename A>
+  void RunBackward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
+                   const StepHooks& hooks);
+  template <typename A>
+  LossStats Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, float* logits_out,
+                     const StepHooks& hooks);
   TokenLayout Layout(const Batch& batch);
 
   ModelConfig config_;
   LlamaOptions options_;
   BlockShape shape_;
+  int first_layer_ = 0, end_layer_ = 0;  // the stage's layers
+  int layer_unit_ = 0;                   // the unit of layer first_layer_
   LlamaParams params_;
   int64_t max_tokens_ = 0;
   // UnitBegins: also where the grads become final during backward (the

@@ -52,28 +52,53 @@ std::vector<ShardSegment> ShardSegments(const ParamInfo& p, const ShardInfo& sha
   return segments;
 }
 
+Status StageRange::Check(const ModelConfig& c) const {
+  const int end = end_layer(c);
+  if (first_layer < 0 || end <= first_layer || end > c.n_layers) {
+    return InvalidArgument(fmt::format("pipeline stage layers [{}, {}) outside model.n_layers = {}",
+                                       first_layer, end, c.n_layers));
+  }
+  if (c.tie_embeddings && has_embedding() != has_head(c)) {
+    return InvalidArgument(
+        "model.tie_embeddings with the embedding and the LM head on different pipeline stages is "
+        "not implemented (their grads would need an all-reduce between the stages); untie them");
+  }
+  return Status::Ok();
+}
+
 LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers,
-                         const ShardInfo& shard)
-    : config_(config), shard_(shard) {
+                         const ShardInfo& shard, const StageRange& stage)
+    : config_(config), shard_(shard), stage_(stage) {
   CHECK(config.Validate().ok()) << config.Validate().ToString();
-  params_ = Layout(config, &size_, shard);
+  params_ = Layout(config, &size_, shard, stage);
   if (buffers.weights) weights_ = AlignedBuffer(size_ * sizeof(float));
   if (buffers.grads) grads_ = AlignedBuffer(size_ * sizeof(float));
   if (with_bf16 && buffers.weights) bf16_ = AlignedBuffer(size_ * sizeof(BF16));
 }
 
 std::vector<ParamInfo> LlamaParams::Layout(const ModelConfig& config, int64_t* size,
-                                           const ShardInfo& shard) {
+                                           const ShardInfo& shard, const StageRange& stage) {
+  const Status stage_ok = stage.Check(config);
+  CHECK(stage_ok.ok()) << stage_ok.ToString();
   const BlockShape s = BlockShape::Of(config, shard);
   std::vector<ParamInfo> params;
   int64_t offset = 0;
+  int index = 0;  // every tensor of the whole model counts, held or not
   const int64_t c = config.dim, v = config.vocab_size, tp = shard.size;
+  const int first = stage.first_layer, end = stage.end_layer(config);
   auto add = [&](std::string name, ParamKind kind, int layer, std::vector<int64_t> shape,
                  TpSplit split = TpSplit::kReplicated, std::vector<int64_t> parts = {}) {
+    const bool held = layer >= 0                  ? (layer >= first && layer < end)
+                      : kind == ParamKind::kEmbed ? stage.has_embedding()
+                                                  : stage.has_head(config);
+    if (!held) {
+      ++index;
+      return;
+    }
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    params.push_back(
-        {std::move(name), kind, layer, std::move(shape), offset, numel, split, std::move(parts)});
+    params.push_back({std::move(name), kind, layer, std::move(shape), offset, numel, split,
+                      std::move(parts), index++});
     offset += (numel + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   };
   add("embed", ParamKind::kEmbed, -1, {v, c});
@@ -107,8 +132,7 @@ void LlamaParams::InitRange(const kernels::KernelCtx& ctx, uint64_t seed, int64_
   ParallelChunks(ctx, end - begin,
                  [&](int64_t b, int64_t e) { std::memset(out + b, 0, (e - b) * sizeof(float)); });
   const float residual_scale = static_cast<float>(1.0 / std::sqrt(2.0 * config_.n_layers));
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const ParamInfo& p = params_[i];
+  for (const ParamInfo& p : params_) {
     // Element j of the tensor is element p.offset + j of the layout.
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
     if (lo >= hi) continue;
@@ -120,7 +144,7 @@ void LlamaParams::InitRange(const kernels::KernelCtx& ctx, uint64_t seed, int64_
     }
     float stddev = static_cast<float>(config_.init_std);
     if (p.kind == ParamKind::kWo || p.kind == ParamKind::kWDown) stddev *= residual_scale;
-    const RngStream rng(seed, RngPurpose::kInit, static_cast<uint32_t>(i));
+    const RngStream rng(seed, RngPurpose::kInit, static_cast<uint32_t>(p.index));
     // Each run of the slice draws the whole tensor's numbers at its place there.
     for (const ShardSegment& seg : ShardSegments(p, shard_)) {
       const int64_t seg_lo = std::max(lo, p.offset + seg.local);

@@ -78,8 +78,26 @@ struct ParamInfo {
   int64_t numel = 0;
   TpSplit split = TpSplit::kReplicated;
   std::vector<int64_t> column_parts;  // kColumns: the whole tensor's column groups
+  int index = 0;  // position in the whole model's list of tensors (its init stream)
   // The whole tensor's shape (all ranks' slices together).
   std::vector<int64_t> global_shape(int tp) const;
+};
+
+// The layers a pipeline stage runs, [first_layer, end): the first stage also
+// holds the embedding, the last the final norm and the LM head. The default is
+// the whole model.
+struct StageRange {
+  int first_layer = 0;
+  int num_layers = -1;  // -1: through the last layer
+
+  int end_layer(const ModelConfig& c) const {
+    return num_layers < 0 ? static_cast<int>(c.n_layers) : first_layer + num_layers;
+  }
+  bool has_embedding() const { return first_layer == 0; }
+  bool has_head(const ModelConfig& c) const { return end_layer(c) == c.n_layers; }
+  // "stage layers [4, 9) outside model.n_layers = 8"; also refuses a tied
+  // embedding whose two uses would sit on different stages.
+  Status Check(const ModelConfig& c) const;
 };
 
 // A run of a rank's slice that is contiguous in the whole tensor too:
@@ -107,17 +125,18 @@ class LlamaParams {
   // Allocates (untouched) weights and grads; the bf16 shadow only if
   // `with_bf16`. `shard`: this rank's slices under tensor parallelism.
   LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers = {},
-              const ShardInfo& shard = {});
+              const ShardInfo& shard = {}, const StageRange& stage = {});
 
   const ModelConfig& config() const { return config_; }
   const ShardInfo& shard() const { return shard_; }
+  const StageRange& stage() const { return stage_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   // Elements in each flat buffer (tensors plus alignment padding).
   int64_t size() const { return size_; }
   // The tensors of `config` in layout order (this rank's slices), and (*size)
   // the buffer length, without allocating: what the constructor lays out.
   static std::vector<ParamInfo> Layout(const ModelConfig& config, int64_t* size,
-                                       const ShardInfo& shard = {});
+                                       const ShardInfo& shard = {}, const StageRange& stage = {});
   bool has_bf16() const { return bf16_.size() != 0; }
   bool has_weights() const { return weights_.size() != 0; }
   bool has_grads() const { return grads_.size() != 0; }
@@ -152,11 +171,10 @@ class LlamaParams {
   }
 
   // Documented initialisation (deterministic for any thread count): tensor i
-  // of params() draws RngStream(seed, kInit, /*step=*/i).Normal(j) for its
-  // element j in the whole tensor's stored order (so a tensor-parallel slice
-  // holds the whole model's values), times init_std, and times 1/sqrt(2 L) for the
-  // residual-output projections wo and w_down; norm weights are 1; padding 0.
-  // Refreshes the bf16 shadow. Grads are zeroed.
+  // of the whole model (ParamInfo::index) draws RngStream(seed, kInit, /*step=*/i).Normal(j) for
+  // its element j in the whole tensor's stored order (so a tensor-parallel slice holds the whole
+  // model's values), times init_std, and times 1/sqrt(2 L) for the residual-output projections wo
+  // and w_down; norm weights are 1; padding 0. Refreshes the bf16 shadow. Grads are zeroed.
   void Init(const kernels::KernelCtx& ctx, uint64_t seed);
   // The same values for the elements [begin, end) of the layout alone, into
   // out[0, end - begin) (a shard of the weights: ZeRO-3 keeps no whole copy).
@@ -181,6 +199,7 @@ class LlamaParams {
 
   ModelConfig config_;
   ShardInfo shard_;
+  StageRange stage_;
   std::vector<ParamInfo> params_;
   int64_t size_ = 0;
   AlignedBuffer weights_, grads_, bf16_;
@@ -220,12 +239,25 @@ void SetViewPointer(ModelView<T>& v, const ParamInfo& p, T* ptr) {
   }
 }
 
+// Tied parameters, one rule for every view: with model.tie_embeddings the LM
+// head is no tensor of its own but the embedding itself, the same weights and
+// the same grads, so the head's gradient adds into the embedding's and that
+// unit's grads are final only after the embedding's backward (which comes
+// after the head's). Both uses must sit on one pipeline stage
+// (StageRange::Check); splitting them needs a copy on the last stage and an
+// all-reduce of the two grads, which no schedule does yet.
+template <typename T>
+void ApplyTies(const ModelConfig& config, ModelView<T>& v) {
+  if (config.tie_embeddings) v.lm_head = v.embed;
+}
+
+// Layers outside the stage stay null.
 template <typename T>
 ModelView<T> LlamaParams::View(T* base) const {
   ModelView<T> v;
   v.layers.resize(config_.n_layers);
   for (const ParamInfo& p : params_) SetViewPointer(v, p, base + p.offset);
-  if (config_.tie_embeddings) v.lm_head = v.embed;
+  ApplyTies(config_, v);
   return v;
 }
 
