@@ -4,15 +4,19 @@
 Usage: compare_runs.py RUN_A RUN_B [--from-step K]
 
 Compares every metrics line of steps > K (loss, grad_norm and val_loss, as
-written: round-trip doubles), then the latest checkpoints: the weights
-(model.safetensors tensor bytes) and AdamW's m and v assembled from however
-many optimizer shards each run wrote (metadata shard_begin/shard_end).
-Exits 1 with what differs.
+written: round-trip doubles), then the latest checkpoints: the weights, tensor
+by tensor in anvil's layout (checkpoint_index.json), from either form a
+checkpoint holds them in (Hugging Face model.safetensors, mapped here
+independently of anvil's loader, or flat weights-* shards), and AdamW's m and
+v assembled from however many optimizer shards each run wrote (metadata
+shard_begin/shard_end). Exits 1 with what differs.
 """
 import json
 import pathlib
 import struct
 import sys
+
+import numpy as np
 
 
 def read_safetensors(path):
@@ -25,21 +29,75 @@ def read_safetensors(path):
     return meta, tensors
 
 
-def optimizer_state(ckpt):
-    files = sorted(ckpt.glob("optimizer*.safetensors"))
+def flat_shards(ckpt, prefix, names):
+    """The flat buffers `names` assembled from the prefix*.safetensors shards."""
+    files = sorted(ckpt.glob(f"{prefix}*.safetensors"))
     if not files:
-        sys.exit(f"{ckpt}: no optimizer state")
-    parts, step, size = [], None, None
+        sys.exit(f"{ckpt}: no {prefix} files")
+    parts, meta = [], {}
     for f in files:
         meta, t = read_safetensors(f)
-        step, size = meta["step"], int(meta["size"])
-        parts.append((int(meta.get("shard_begin", 0)), t["m"], t["v"]))
-    parts.sort()
-    m = b"".join(p[1] for p in parts)
-    v = b"".join(p[2] for p in parts)
-    if len(m) != 4 * size:
-        sys.exit(f"{ckpt}: optimizer shards cover {len(m) // 4} of {size} elements")
-    return step, m, v
+        parts.append((int(meta.get("shard_begin", 0)), [t[n] for n in names]))
+    parts.sort(key=lambda p: p[0])
+    size = int(meta["size"])
+    whole = [b"".join(p[1][i] for p in parts) for i in range(len(names))]
+    if len(whole[0]) != 4 * size:
+        sys.exit(f"{ckpt}: {prefix} shards cover {len(whole[0]) // 4} of {size} elements")
+    return meta, whole
+
+
+def optimizer_state(ckpt):
+    meta, (m, v) = flat_shards(ckpt, "optimizer", ["m", "v"])
+    return meta["step"], m, v
+
+
+def from_hf(hf, name):
+    """anvil's tensor `name` ([in, out] storage, fused q|k|v and gate|up) from
+    Hugging Face tensors ([out, in])."""
+    f32 = lambda key: np.frombuffer(hf[key][1], dtype="<f4").reshape(hf[key][0])
+    if name == "embed":
+        return f32("model.embed_tokens.weight")
+    if name == "final_norm":
+        return f32("model.norm.weight")
+    if name == "lm_head":
+        return f32("lm_head.weight")
+    _, layer, kind = name.split(".")
+    p = f"model.layers.{layer}."
+    if kind == "attn_norm":
+        return f32(p + "input_layernorm.weight")
+    if kind == "mlp_norm":
+        return f32(p + "post_attention_layernorm.weight")
+    if kind == "wqkv":
+        return np.concatenate([f32(p + f"self_attn.{x}_proj.weight").T for x in "qkv"], axis=1)
+    if kind == "wo":
+        return f32(p + "self_attn.o_proj.weight").T
+    if kind == "w_gate_up":
+        return np.concatenate([f32(p + f"mlp.{x}_proj.weight").T for x in ("gate", "up")], axis=1)
+    if kind == "w_down":
+        return f32(p + "mlp.down_proj.weight").T
+    sys.exit(f"unknown tensor {name}")
+
+
+def weights(ckpt):
+    """Every tensor of the checkpoint's layout: name -> little-endian f32 bytes."""
+    index = json.loads((ckpt / "checkpoint_index.json").read_text())
+    out = {}
+    if (ckpt / "model.safetensors").exists():
+        data = (ckpt / "model.safetensors").read_bytes()
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        header.pop("__metadata__", None)
+        hf = {k: (v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+              for k, v in header.items()}
+        for t in index["tensors"]:
+            a = from_hf(hf, t["name"])
+            assert list(a.shape) == t["shape"], (t, a.shape)
+            out[t["name"]] = np.ascontiguousarray(a, dtype="<f4").tobytes()
+    else:
+        _, (flat,) = flat_shards(ckpt, "weights", ["weights"])
+        for t in index["tensors"]:
+            out[t["name"]] = flat[4 * t["offset"]:4 * (t["offset"] + t["numel"])]
+    return out
 
 
 def latest(run):
@@ -74,8 +132,7 @@ def main():
         if ma[k] != mb[k]:
             errors.append(f"{k[0]} step {k[1]}: {ma[k]} vs {mb[k]}")
     ca, cb = latest(a), latest(b)
-    _, wa = read_safetensors(ca / "model.safetensors")
-    _, wb = read_safetensors(cb / "model.safetensors")
+    wa, wb = weights(ca), weights(cb)
     for name in sorted(wa.keys() | wb.keys()):
         if wa.get(name) != wb.get(name):
             errors.append(f"weights differ: {name}")

@@ -9,8 +9,9 @@
 #  2. Resharding: a run started as dp4-zero3, continued from its step-2
 #     checkpoint by 1 process (grad_accum 4), continued from that run's
 #     step-4 checkpoint as dp2-zero1 (grad_accum 2), ends where the
-#     uninterrupted 1-process run ends; `anvil export` of it is the 1-process
-#     export, byte for byte.
+#     uninterrupted 1-process run ends. The ZeRO checkpoints hold one weight
+#     shard per rank (no model.safetensors); `anvil export` of one is the
+#     1-process export, byte for byte, and `anvil generate` reads it.
 #  3. --trace merges the ranks' traces (a process per rank, comm zones with
 #     bytes and group); metrics carry each step's exposed communication.
 #  4. A layout the job cannot have is refused with a clear message.
@@ -109,6 +110,14 @@ assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges
 for o in index["optimizer"]:
     header = open(f"{ckpt}/{o['file']}", "rb").read(8)
     assert len(header) == 8
+# Each rank wrote its shard of the weights; nobody wrote them whole.
+import os
+files = index["weights"]["files"]
+assert [f["file"] for f in files] == [f"weights-{r:05d}-of-00004.safetensors" for r in range(4)], files
+assert [(f["begin"], f["end"]) for f in files] == ranges, files
+assert all(os.path.exists(f"{ckpt}/{f['file']}") for f in files)
+assert not os.path.exists(f"{ckpt}/model.safetensors")
+assert os.path.exists(f"{ckpt}/config.json")
 t = index["tensors"]
 assert t[-1]["offset"] + t[-1]["numel"] <= index["flat_size"]
 PY
@@ -121,6 +130,12 @@ compare "$work/base" "$work/stage3" --from-step 4
 for f in model.safetensors config.json tokenizer.json; do
   cmp -s "$work/export_dp4/$f" "$work/export_one/$f" || fail "exported $f differs"
 done
+# anvil generate reads a sharded checkpoint as it reads a whole one.
+for run in stage1 base; do
+  "$anvil" generate --ckpt "$work/$run" --prompt "the jury" --max-new 12 --seed 5 2> /dev/null \
+    | head -1 > "$work/$run.generated" || fail "generate from $run"
+done
+cmp -s "$work/stage1.generated" "$work/base.generated" || fail "generate from a sharded checkpoint differs"
 
 # --trace: one Chrome trace, a process per rank, collectives with bytes and group.
 mpi 2 train --config "$cfg" --out "$work/traced" --trace --set train.precision=f32 > "$work/traced.log" 2>&1 \

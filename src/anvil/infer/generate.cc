@@ -14,6 +14,7 @@
 #include "anvil/kernels/attention.h"
 #include "anvil/model/attention_block.h"
 #include "anvil/model/decode.h"
+#include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/llama.h"
 
@@ -58,7 +59,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   const kernels::KernelCtx ctx(pool, BestIsa(), scratch);
   model::Llama llama(mc, {.max_batch = 1, .max_seq_len = mc.max_seq_len}, ctx);
   llama.InitWeights(ctx, 0);  // zeroes the padding; the load overwrites every tensor
-  RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, llama.params()));
+  RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, llama.params()));
   llama.RefreshBf16Weights(ctx);
 
   std::vector<int32_t> prompt = {static_cast<int32_t>(tok.bos_id())};

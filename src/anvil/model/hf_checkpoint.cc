@@ -153,10 +153,9 @@ Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params) {
   return WriteFileAtomic(dir + "/config.json", HfConfigJson(params.config()));
 }
 
-Status LoadHfCheckpoint(const std::string& dir, LlamaParams& params) {
+Status CheckHfConfig(const std::string& dir, const ModelConfig& want) {
   const std::string config_path = dir + "/config.json";
   ASSIGN_OR_RETURN(ModelConfig c, ReadHfConfig(config_path));
-  const ModelConfig& want = params.config();
   auto mismatch = [&](const char* key, auto got, auto expected) {
     return InvalidArgument(fmt::format("{}: {} is {} but the model has {}", config_path, key, got,
                                        expected));
@@ -172,7 +171,11 @@ Status LoadHfCheckpoint(const std::string& dir, LlamaParams& params) {
   if (c.tie_embeddings != want.tie_embeddings) {
     return mismatch("tie_word_embeddings", c.tie_embeddings, want.tie_embeddings);
   }
+  return Status::Ok();
+}
 
+Status LoadHfCheckpoint(const std::string& dir, LlamaParams& params) {
+  RETURN_IF_ERROR(CheckHfConfig(dir, params.config()));
   const std::string path = dir + "/model.safetensors";
   ASSIGN_OR_RETURN(io::SafetensorsFile file, io::SafetensorsFile::Read(path));
   const std::vector<HfSlot> slots = Slots(params);

@@ -34,6 +34,8 @@ Result<ModelConfig> ReadHfConfig(const std::string& path);
 
 // dir/model.safetensors (f32) and dir/config.json; dir is created if missing.
 Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params);
+// dir/config.json describes `config` (else an error naming the key that differs).
+Status CheckHfConfig(const std::string& dir, const ModelConfig& config);
 // Loads dir/model.safetensors into params' master weights (not the bf16
 // shadow: call RefreshBf16 after). dir/config.json must describe params.config().
 Status LoadHfCheckpoint(const std::string& dir, LlamaParams& params);

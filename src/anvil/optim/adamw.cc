@@ -8,7 +8,7 @@
 #include <cstring>
 #include <optional>
 
-#include "anvil/io/safetensors.h"
+#include "anvil/io/flat_shards.h"
 #include "anvil/kernels/optim.h"
 
 namespace anvil::optim {
@@ -130,75 +130,26 @@ void AdamW::Step(const kernels::KernelCtx& ctx, double lr, float grad_scale,
 }
 
 Status AdamW::Save(const std::string& path) const {
-  const std::vector<io::TensorRef> tensors = {
-      {"m", DType::kF32, {shard_.size()}, m().data()},
-      {"v", DType::kF32, {shard_.size()}, v().data()},
-  };
-  return io::WriteSafetensors(path, tensors,
-                              {{"step", std::to_string(step_)},
-                               {"size", std::to_string(size_)},
-                               {"shard_begin", std::to_string(shard_.begin)},
-                               {"shard_end", std::to_string(shard_.end)},
-                               {"layout", "anvil flat parameter buffer"}});
+  const io::FlatPart parts[] = {{"m", m().data()}, {"v", v().data()}};
+  return io::WriteFlatShard(path, size_, shard_.begin, shard_.end, parts,
+                            {{"step", std::to_string(step_)},
+                             {"layout", "anvil flat parameter buffer"}});
 }
-
-namespace {
-
-Result<int64_t> MetadataInt(const io::SafetensorsFile& file, const std::string& path,
-                            const std::string& key, std::optional<int64_t> fallback) {
-  const auto it = file.metadata().find(key);
-  if (it == file.metadata().end()) {
-    if (fallback) return *fallback;
-    return InvalidArgument(fmt::format("{}: metadata has no \"{}\"", path, key));
-  }
-  try {
-    size_t used = 0;
-    const int64_t v = std::stoll(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
-  return InvalidArgument(fmt::format("{}: metadata {} \"{}\" is not an integer", path, key,
-                                     it->second));
-}
-
-}  // namespace
 
 Status AdamW::Load(std::span<const std::string> paths) {
-  if (paths.empty()) return InvalidArgument("no optimizer state files to load");
   std::optional<int64_t> step;
-  int64_t covered = 0;  // elements of this shard restored (files do not overlap)
-  for (const std::string& path : paths) {
-    ASSIGN_OR_RETURN(io::SafetensorsFile file, io::SafetensorsFile::Read(path));
-    ASSIGN_OR_RETURN(const int64_t file_step, MetadataInt(file, path, "step", std::nullopt));
-    ASSIGN_OR_RETURN(const int64_t size, MetadataInt(file, path, "size", size_));
-    ASSIGN_OR_RETURN(const int64_t begin, MetadataInt(file, path, "shard_begin", 0));
-    ASSIGN_OR_RETURN(const int64_t end, MetadataInt(file, path, "shard_end", size));
-    if (size != size_) {
-      return InvalidArgument(fmt::format("{}: state of a {}-element layout, this model has {}",
-                                         path, size, size_));
-    }
-    if (begin < 0 || begin > end || end > size) {
-      return InvalidArgument(fmt::format("{}: shard [{}, {}) outside the layout", path, begin, end));
-    }
+  // Every file must be of one step (one checkpoint's shards).
+  auto same_step = [&](const io::SafetensorsFile& file) -> Status {
+    ASSIGN_OR_RETURN(const int64_t file_step, io::MetadataInt(file, "step", std::nullopt));
     if (step && *step != file_step) {
-      return DataLoss(fmt::format("{}: step {} but {} has step {}", path, file_step, paths[0], *step));
+      return DataLoss(fmt::format("{}: step {} but {} has step {}", file.path(), file_step,
+                                  paths[0], *step));
     }
     step = file_step;
-    ASSIGN_OR_RETURN(const void* m_data, file.Get("m", DType::kF32, {end - begin}));
-    ASSIGN_OR_RETURN(const void* v_data, file.Get("v", DType::kF32, {end - begin}));
-    const int64_t lo = std::max(begin, shard_.begin), hi = std::min(end, shard_.end);
-    if (lo >= hi) continue;
-    const size_t bytes = static_cast<size_t>(hi - lo) * sizeof(float);
-    std::memcpy(m().data() + (lo - shard_.begin), static_cast<const float*>(m_data) + (lo - begin), bytes);
-    std::memcpy(v().data() + (lo - shard_.begin), static_cast<const float*>(v_data) + (lo - begin), bytes);
-    covered += hi - lo;
-  }
-  if (covered != shard_.size()) {
-    return DataLoss(fmt::format(
-        "optimizer state files cover {} of the {} elements [{}, {}) this rank needs (missing or "
-        "overlapping shards; first file {})",
-        covered, shard_.size(), shard_.begin, shard_.end, paths[0]));
-  }
+    return Status::Ok();
+  };
+  const io::FlatTarget targets[] = {{"m", m().data()}, {"v", v().data()}};
+  RETURN_IF_ERROR(io::ReadFlatRange(paths, size_, shard_.begin, shard_.end, targets, same_step));
   step_ = *step;
   return Status::Ok();
 }

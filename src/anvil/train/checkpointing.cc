@@ -11,6 +11,8 @@
 
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
+#include "anvil/io/flat_shards.h"
+#include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/profile/trace.h"
 #include "anvil/train/trainer.h"
@@ -18,36 +20,14 @@
 
 namespace anvil::train {
 
-namespace {
-
-// The optimizer state file of one rank: the whole state in one file when one
-// rank holds it all, else one file per ZeRO shard.
-std::string OptimizerFileName(int rank, int ranks) {
-  return ranks == 1 ? "optimizer.safetensors"
-                    : fmt::format("optimizer-{:05d}-of-{:05d}.safetensors", rank, ranks);
-}
-
-// Every optimizer state file of a checkpoint folder, sorted.
-std::vector<std::string> OptimizerFiles(const std::string& dir) {
-  std::vector<std::string> paths;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("optimizer", 0) == 0 && e.path().extension() == ".safetensors") {
-      paths.push_back(e.path().string());
-    }
-  }
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
-
-}  // namespace
-
-// Every rank writes its optimizer shard into the temporary folder rank 0
-// made; rank 0 writes the weights, trainer state, config and the index
-// (checkpoint_index.json), and commits
-// (manifest, rename, `latest`) only after every rank's file is written and
-// fsynced, so a failure anywhere leaves the previous checkpoint as `latest`.
+// Every rank of a ZeRO run writes its shard of the weights and of the
+// optimizer state into the temporary folder rank 0 made, in parallel (no
+// rank ever holds more than it trains with); one process or ZeRO-0, where
+// every rank holds the same whole state, has rank 0 write it (the weights as
+// Hugging Face model.safetensors). Rank 0 adds the trainer state, configs and
+// the index (checkpoint_index.json), and commits (manifest, rename, `latest`)
+// only after every rank's files are written and fsynced, so a failure
+// anywhere leaves the previous checkpoint as `latest`.
 Result<std::string> Trainer::SaveCheckpoint() {
   ANVIL_TRACE_ZONE("checkpoint");
   std::optional<io::CheckpointWriter> writer;
@@ -62,15 +42,20 @@ Result<std::string> Trainer::SaveCheckpoint() {
   }
   RETURN_IF_ERROR(Agree(std::move(begun), "starting a checkpoint"));
   const std::string temp = io::CheckpointTempDir(options_.run_dir, step_);
-  // ZeRO-0 ranks hold the same whole state: rank 0 writes it.
   Status written = Status::Ok();
-  if (sharded() || root()) {
-    written = optimizer_->Save(temp + "/" + OptimizerFileName(dp_->rank(), sharded() ? dp_size() : 1));
+  if (sharded()) {
+    const optim::Shard& sh = optimizer_->shard();
+    const model::LlamaParams& params = model_->params();
+    // ZeRO-3's master shard, or this rank's part of the whole weights.
+    const float* weights = gather_ ? gather_->master().data() : params.weights().data() + sh.begin;
+    written = model::SaveWeightShard(temp, dp_->rank(), dp_size(), params.size(), sh.begin, sh.end,
+                                     weights);
   }
-  // ZeRO-3 keeps no whole weights: rank 0 collects the shards to write them.
-  std::unique_ptr<model::LlamaParams> whole;
-  if (gather_) whole = CollectWeightsOnRoot();
-  if (written.ok() && root()) written = WriteSharedCheckpointFiles(temp, whole ? *whole : model_->params());
+  if (written.ok() && (sharded() || root())) {
+    written = optimizer_->Save(temp + "/" + io::ShardFileName("optimizer", dp_->rank(),
+                                                              sharded() ? dp_size() : 1));
+  }
+  if (written.ok() && root()) written = WriteSharedCheckpointFiles(temp);
   RETURN_IF_ERROR(Agree(std::move(written), "writing a checkpoint"));
   Status committed = Status::Ok();
   std::string dir = options_.run_dir + "/" + io::CheckpointDirName(step_);
@@ -84,31 +69,12 @@ Result<std::string> Trainer::SaveCheckpoint() {
   return dir;
 }
 
-std::unique_ptr<model::LlamaParams> Trainer::CollectWeightsOnRoot() {
-  comm::Group& dp = plan_->dp();
-  const std::vector<int64_t>& counts = dp_->shard_counts();
-  if (!root()) {
-    dp.Send(std::span<const float>(gather_->master()), 0);
-    return nullptr;
+Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
+  if (sharded()) {  // the ranks wrote the weights; the config goes beside them
+    RETURN_IF_ERROR(WriteFileAtomic(temp + "/config.json", model::HfConfigJson(model_config_)));
+  } else {
+    RETURN_IF_ERROR(model::SaveHfCheckpoint(temp, model_->params()));
   }
-  auto whole = std::make_unique<model::LlamaParams>(model_config_, /*with_bf16=*/false,
-                                                    model::ParamBuffers{.weights = true, .grads = false});
-  float* w = whole->weights().data();
-  int64_t offset = 0;
-  for (int r = 0; r < dp.size(); ++r) {
-    const std::span<float> part(w + offset, static_cast<size_t>(counts[r]));
-    if (r == dp.rank()) {
-      std::copy(gather_->master().begin(), gather_->master().end(), part.begin());
-    } else {
-      dp.Recv(part, r);
-    }
-    offset += counts[r];
-  }
-  return whole;
-}
-
-Status Trainer::WriteSharedCheckpointFiles(const std::string& temp, const model::LlamaParams& weights) {
-  RETURN_IF_ERROR(model::SaveHfCheckpoint(temp, weights));
   const data::LoaderPosition pos = loaders_[0]->position();
   nlohmann::ordered_json s;
   s["format_version"] = 2;
@@ -148,38 +114,46 @@ std::string Trainer::CheckpointIndexJson() const {
     tensors.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
   }
   index["tensors"] = std::move(tensors);
-  index["weights"] = {{"file", "model.safetensors"},
-                      {"format", "Hugging Face Llama names, f32, whole (config.json beside it)"}};
-  nlohmann::ordered_json optimizer = nlohmann::ordered_json::array();
-  int64_t begin = 0;
-  for (int r = 0; r < (sharded() ? dp_size() : 1); ++r) {
-    const int64_t end = sharded() ? begin + dp_->shard_counts()[r] : params.size();
-    optimizer.push_back({{"file", OptimizerFileName(r, sharded() ? dp_size() : 1)},
-                         {"tensors", {"m", "v"}},
-                         {"begin", begin},
-                         {"end", end}});
-    begin = end;
+  // Which file holds which range of the flat layout (one file: all of it).
+  auto files = [&](const std::string& prefix, std::vector<std::string> tensors) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    const int ranks = sharded() ? dp_size() : 1;
+    int64_t begin = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t end = sharded() ? begin + dp_->shard_counts()[r] : params.size();
+      list.push_back({{"file", io::ShardFileName(prefix, r, ranks)},
+                      {"tensors", tensors},
+                      {"begin", begin},
+                      {"end", end}});
+      begin = end;
+    }
+    return list;
+  };
+  if (sharded()) {
+    index["weights"] = {{"format", "flat f32 shards of the layout above (config.json beside them)"},
+                        {"files", files(model::kWeightShardPrefix, {"weights"})}};
+  } else {
+    index["weights"] = {{"file", "model.safetensors"},
+                        {"format", "Hugging Face Llama names, f32, whole (config.json beside it)"}};
   }
-  index["optimizer"] = std::move(optimizer);
+  index["optimizer"] = files("optimizer", {"m", "v"});
   return index.dump(2) + "\n";
 }
 
 Status Trainer::LoadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(path));
-  if (gather_) {  // ZeRO-3: this rank's shard of the whole weights
-    model::LlamaParams whole(model_config_, /*with_bf16=*/false,
-                             model::ParamBuffers{.weights = true, .grads = false});
-    RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, whole));
+  // Weights and optimizer state saved under any layout: this rank takes the
+  // part it holds now.
+  if (gather_) {  // ZeRO-3: this rank's shard of the weights
     const optim::Shard& sh = gather_->shard();
-    std::copy(whole.weights().begin() + sh.begin, whole.weights().begin() + sh.end,
-              gather_->master().begin());
+    RETURN_IF_ERROR(model::LoadCheckpointWeightRange(info.dir, model_config_, sh.begin, sh.end,
+                                                     gather_->master().data()));
     gather_->Invalidate();
   } else {
-    RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, model_->params()));
+    RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, model_->params()));
     model_->RefreshBf16Weights(*ctx_);
   }
-  // Shards saved under any layout: this rank takes the part it owns now.
-  RETURN_IF_ERROR(optimizer_->Load(OptimizerFiles(info.dir)));
+  RETURN_IF_ERROR(optimizer_->Load(io::ShardFiles(info.dir, "optimizer")));
   const std::string state_path = info.dir + "/trainer_state.json";
   ASSIGN_OR_RETURN(const std::string text, ReadFile(state_path));
   ASSIGN_OR_RETURN(const TrainerState s, ParseTrainerState(text, state_path));

@@ -8,6 +8,7 @@
 #include "anvil/core/file_util.h"
 #include "anvil/infer/generate.h"
 #include "anvil/io/checkpoint.h"
+#include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/weights.h"
 
@@ -22,7 +23,7 @@ Result<ExportResult> ExportCheckpoint(const ExportOptions& options) {
   // Every tensor goes through the loader: a shape or name that does not fit
   // the config is an error here, not in the user's next program.
   model::LlamaParams params(mc, /*with_bf16=*/false);
-  RETURN_IF_ERROR(model::LoadHfCheckpoint(info.dir, params));
+  RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, params));
   RETURN_IF_ERROR(MakeDirectories(options.out));
   RETURN_IF_ERROR(model::SaveHfCheckpoint(options.out, params));
   ASSIGN_OR_RETURN(const std::string tokenizer_text, ReadFile(tokenizer));

@@ -10,18 +10,21 @@
 // of a step does not depend on the layout, only on the global batch. Losses,
 // the loss scale, the gradient norm, validation and stop decisions are global
 // and the same bits on every rank; rank 0 alone writes metrics, config and
-// the shared files of a checkpoint, each rank its optimizer shard.
+// the shared files of a checkpoint, each rank of a ZeRO run its shards.
 //
 // A run directory holds config.toml (the resolved config), metrics.jsonl (one
 // JSON object per step, plus val_loss lines), machine.json (the machine of the
 // latest session: report_machine.h), trace.json (with tracing), and
 // checkpoints step_<N>/ with a `latest` pointer (io/checkpoint.h). A
-// checkpoint holds model.safetensors + config.json (Hugging Face Llama
-// names), optimizer.safetensors (AdamW m, v, step; under ZeRO-1..3 one
-// optimizer-<rank>-of-<ranks>.safetensors per rank, each a range of the flat
-// layout), trainer_state.json (step, loader position, seed, LR, tokens seen,
+// checkpoint holds config.json (Hugging Face), the weights as
+// model.safetensors (Hugging Face Llama names; one process or ZeRO-0) or, under
+// ZeRO-1..3, one weights-<rank>-of-<ranks>.safetensors per rank (a range of
+// the flat layout; model/checkpoint_weights.h), optimizer.safetensors (AdamW
+// m, v, step; under ZeRO-1..3 one optimizer-<rank>-of-<ranks>.safetensors per
+// rank), trainer_state.json (step, loader position, seed, LR, tokens seen,
 // layout), checkpoint_index.json (the layout, every tensor's shape and flat
-// offset, which file holds which optimizer range) and config.toml.
+// offset, which file holds which range) and config.toml. `anvil export`
+// writes one Hugging Face folder from any of them.
 #pragma once
 
 #include <atomic>
@@ -141,11 +144,10 @@ class Trainer {
   Status Build();
   model::StepHooks MakeStepHooks();
   Status LoadCheckpoint(const std::string& path);
-  // Rank 0's files of a checkpoint: weights, trainer state, config.
-  Status WriteSharedCheckpointFiles(const std::string& temp_dir, const model::LlamaParams& weights);
+  // Rank 0's files of a checkpoint: the whole weights (unless the ranks
+  // wrote shards), trainer state, configs.
+  Status WriteSharedCheckpointFiles(const std::string& temp_dir);
   std::string CheckpointIndexJson() const;  // checkpoint_index.json
-  // ZeRO-3: the whole weights on rank 0 (null elsewhere), from every rank's shard.
-  std::unique_ptr<model::LlamaParams> CollectWeightsOnRoot();
   // Every rank learns whether any failed: a rank that did not fail gets an
   // error saying another did (its own message is on its stderr). With one
   // process, `status` itself.
