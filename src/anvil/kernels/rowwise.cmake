@@ -1,4 +1,4 @@
-# Row-wise kernel families (norm, rope, act, xent, embedding, optim) and the
+# Row-wise kernel families (norm, rope, act, xent, embedding, optim, quant) and the
 # shared SIMD wrapper cpu/simd.h. Each family: <family>.h (API), ref/ (double
 # oracle), cpu/<family>.cc (checks, threads, portable tier) and one TU per ISA.
 set(ANVIL_ROWWISE_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -39,5 +39,6 @@ anvil_rowwise_family(act)        # SwiGLU
 anvil_rowwise_family(xent)       # fused softmax cross-entropy
 anvil_rowwise_family(embedding)  # token embedding gather / scatter-add
 anvil_rowwise_family(optim)      # AdamW
+anvil_rowwise_family(quant)      # FP8 amax, scales and casts (tensorwise, blockwise, MX)
 # AdamW's test compares bitwise with a plain f32 loop: no contraction there either.
 anvil_rowwise_exact_fp(${ANVIL_ROWWISE_DIR}/optim_test.cc)

@@ -13,6 +13,7 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
     : model_(model), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
   const ModelConfig& cfg = model.config();
   CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
+  CHECK(model.first_stage() && model.last_stage()) << "the decoder runs a whole model, not a stage";
   CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
       << "max_len " << max_len << " beyond model.max_seq_len";
   lengths_.assign(max_seqs, 0);

@@ -133,8 +133,10 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
     }
     slot.d_resid = f32(n * c);
   }
-  const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
-  s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
+  if (options.stage.has_head(config)) {
+    const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
+    s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
+  }
   s.scratch = {bf16 ? f32(n * c) : nullptr,
                bf16 ? act(n * c) : nullptr,
                f32(n * c),
