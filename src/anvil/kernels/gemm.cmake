@@ -1,6 +1,7 @@
-# GEMM: gemm.h (API), ref/gemm_ref.h (double oracle), cpu/gemm.cc (checks,
-# tiers, thread partition), cpu/gemm_scalar.cc (portable tier), AVX2 and
-# AVX-512 units (packed driver cpu/gemm_driver.h, packing, streaming decode).
+# GEMM: gemm.h (API), ref/gemm_ref.h and ref/gemm_fp8_ref.h (double oracles),
+# cpu/gemm.cc (checks, tiers, thread partition), cpu/gemm_scalar.cc (portable
+# tier), AVX2 and AVX-512 units (packed driver cpu/gemm_driver.h, packing,
+# FP8 packing and block scaling cpu/gemm_fp8.h, streaming decode).
 set(_gemm ${CMAKE_CURRENT_LIST_DIR})
 set(_gemm_sources
   ${_gemm}/cpu/gemm.cc
@@ -21,4 +22,5 @@ foreach(src ${_gemm_sources})
 endforeach()
 
 anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels)
+anvil_test(kernels_gemm_fp8_test SOURCES ${_gemm}/gemm_fp8_test.cc LIBS anvil_kernels)
 anvil_bench(kernels_gemm_bench SOURCES ${_gemm}/gemm_bench.cc LIBS anvil_kernels)

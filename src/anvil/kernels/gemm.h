@@ -1,5 +1,6 @@
-// GEMM: C = op(A)·op(B) or C += op(A)·op(B), row-major, f32 or bf16 inputs,
-// f32 accumulation, f32 or bf16 output. Batch-invariant (DESIGN.md contract 2):
+// GEMM: C = op(A)·op(B) or C += op(A)·op(B), row-major, f32, bf16 or FP8
+// inputs (FP8 with their scales: GemmFp8 below), f32 accumulation, f32 or
+// bf16 output. Batch-invariant (DESIGN.md contract 2):
 // every C element is reduced over K in one fixed order that depends only on K,
 // the input dtype and the ISA tier, never on M, N, threads or the layout.
 #pragma once
@@ -9,6 +10,7 @@
 #include "anvil/core/bf16.h"
 #include "anvil/core/cpu_features.h"
 #include "anvil/kernels/ctx.h"
+#include "anvil/kernels/quant.h"
 
 namespace anvil::kernels {
 
@@ -59,5 +61,55 @@ void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const BF16*
 // The K block length of the fixed summation order for `isa` and inputs of
 // `bf16_inputs` type (a compile-time constant of each tier).
 int GemmKBlock(Isa isa, bool bf16_inputs);
+
+// ---- FP8 -------------------------------------------------------------------
+// An FP8 operand as quant.h writes it: codes and their scales. x ~ value(q) * s.
+enum class Fp8Scaling : uint8_t {
+  kTensor,     // one factor `scale` (quant.h's 1 / TensorScale)
+  kRowBlocks,  // f32 `scales` per (stored row, block of `block` along K): A stored [m, k]
+               // (QuantizeRows), or B stored [n, k] with trans_b (QuantizeColumnsTransposed)
+  kTiles,      // f32 `scales` per `block` x `block` tile of the stored operand (QuantizeTiles):
+               // B (weights) in either orientation
+  kMx,         // E8M0 `e8m0` per (stored row, block of `block` along K), as kRowBlocks
+};
+struct Fp8Operand {
+  const uint8_t* data = nullptr;  // codes, stored as GemmArgs says (ld in elements)
+  Fp8Format format = Fp8Format::kE4M3;
+  Fp8Scaling scaling = Fp8Scaling::kTensor;
+  float scale = 1.0f;              // kTensor
+  const float* scales = nullptr;   // kRowBlocks, kTiles
+  const uint8_t* e8m0 = nullptr;   // kMx
+  int64_t block = 128;             // K extent of a scale block (kMx: 32)
+};
+
+// C (+)= op(A)·op(B) from FP8 operands (A stored [m, k]: trans_a must be kN;
+// B either way), f32 accumulation, f32 or bf16 C. Each operand element is
+// decoded to value(q) (exact in bf16), times its E8M0 scale for kMx (exact
+// too: a power of two); then, with S the K block of the summation order —
+// the scale block (128) when either operand has kRowBlocks or kTiles, else
+// the K block of the decode format's Gemm — and P_b the sum of one block in
+// that Gemm's order (above, on the decoded values):
+//   C = [C +] sum over blocks b, in order, of  P_b * (sa(i, b) * sb(b, j)),
+// each block's term added as one fused multiply-add (fma(P_b, sa * sb, C);
+// the first block without accumulate is P_b * (sa * sb)), sa/sb the blocks'
+// factors (1 for kMx, whose scales are in the decoded values). Block scaling
+// needs both operands' blocks to be S long along K and aligned at k = 0
+// (DeepSeek-V3's promotion of partial sums to f32 every 128 of K). Batch
+// invariant and thread-count independent like Gemm; MX and block scaling
+// cannot be mixed in one call.
+//
+// `decode` picks the dot-product format the decoded values meet in (both
+// exact): bf16 (vdpbf16ps on AVX-512 with AVX512_BF16; other tiers widen it to
+// f32) or f32 (the f32 kernel). The faster one depends on the machine (a bf16
+// dot at twice the f32 rate on Zen 5, at half of it on some Xeons): callers
+// choose from the measured peaks. The summation order is that format's Gemm.
+enum class Fp8Decode : uint8_t { kBf16, kF32 };
+void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
+             float* c, Fp8Decode decode = Fp8Decode::kBf16);
+void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
+             BF16* c, Fp8Decode decode = Fp8Decode::kBf16);
+// The K block of GemmFp8's summation order for these operands on `isa`.
+int64_t GemmFp8KBlock(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
+                      Fp8Decode decode = Fp8Decode::kBf16);
 
 }  // namespace anvil::kernels

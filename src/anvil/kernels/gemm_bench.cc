@@ -8,6 +8,7 @@
 #include "anvil/core/rng.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/kernels/gemm.h"
+#include "anvil/kernels/quant.h"
 
 namespace anvil::kernels {
 namespace {
@@ -47,12 +48,11 @@ void BM_Gemm(benchmark::State& state) {
     Gemm(ctx, g, a.data(), b.data(), c.data());
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1000);
-  state.counters["B_GB/s"] = benchmark::Counter(
-      static_cast<double>(k * n * sizeof(T)), benchmark::Counter::kIsIterationInvariantRate,
-      benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["B_GB/s"] = benchmark::Counter(static_cast<double>(k * n * sizeof(T)),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
@@ -70,8 +70,69 @@ void Shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// GemmFp8 on the training shapes, operands quantized once outside the
+// timing. Args: m, n, k, threads, isa, recipe (0: DeepSeek-V3 1x128 A x
+// 128x128-tile B, NN; 1: MXFP8, B [n, k]; 2: tensorwise NN), decode (0: to
+// bf16, 1: to f32).
+void BM_GemmFp8(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  const Isa isa = static_cast<Isa>(state.range(4));
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const KernelCtx ctx(pool, isa);
+  const int recipe = static_cast<int>(state.range(5));
+  const std::vector<float> xa = Filled<float>(m * k, 1), xb = Filled<float>(k * n, 2);
+  std::vector<uint8_t> qa(m * k), qb(k * n), ea(m * k / 32 + 1), eb(k * n / 32 + 1);
+  std::vector<float> sa(m * k / 128 + 1), sb(k * n / 128 + 1);
+  Fp8Operand a{.data = qa.data()}, b{.data = qb.data()};
+  GemmArgs g{.m = m, .n = n, .k = k};
+  if (recipe == 0) {
+    QuantizeRows(ctx, m, k, xa.data(), {Fp8Format::kE4M3, BlockScale::kAmax, 128}, qa.data(),
+                 {.f32 = sa.data()});
+    QuantizeTiles(ctx, k, n, xb.data(), Fp8Format::kE4M3, 128, qb.data(), sb.data());
+    a.scaling = Fp8Scaling::kRowBlocks;
+    a.scales = sa.data();
+    b.scaling = Fp8Scaling::kTiles;
+    b.scales = sb.data();
+  } else if (recipe == 1) {
+    const BlockQuant mx{Fp8Format::kE4M3, BlockScale::kMxOcp, 32};
+    QuantizeRows(ctx, m, k, xa.data(), mx, qa.data(), {.e8m0 = ea.data()});
+    QuantizeRows(ctx, n, k, xb.data(), mx, qb.data(), {.e8m0 = eb.data()});  // B stored [n, k]
+    a = {.data = qa.data(), .scaling = Fp8Scaling::kMx, .e8m0 = ea.data(), .block = 32};
+    b = {.data = qb.data(), .scaling = Fp8Scaling::kMx, .e8m0 = eb.data(), .block = 32};
+    g.trans_b = Trans::kT;
+  } else {
+    QuantizeTensor(ctx, m * k, xa.data(), 400.0f, Fp8Format::kE4M3, qa.data());
+    QuantizeTensor(ctx, k * n, xb.data(), 400.0f, Fp8Format::kE4M3, qb.data());
+    a.scale = b.scale = 1.0f / 400.0f;
+  }
+  std::vector<float> c(m * n);
+  for (auto _ : state) {
+    GemmFp8(ctx, g, a, b, c.data(), state.range(6) == 0 ? Fp8Decode::kBf16 : Fp8Decode::kF32);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+void Fp8Shapes(benchmark::internal::Benchmark* b) {
+  for (int isa : {static_cast<int>(Isa::kAvx512), static_cast<int>(Isa::kAvx2)}) {
+    for (int decode : {0, 1}) {
+      for (int recipe : {0, 1, 2}) {
+        b->Args({4096, 768, 768, 2, isa, recipe, decode});
+        b->Args({4096, 3072, 768, 2, isa, recipe, decode});
+        b->Args({4096, 768, 3072, 2, isa, recipe, decode});
+      }
+    }
+  }
+}
+
 BENCHMARK(BM_Gemm<float>)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_Gemm<BF16>)->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_GemmFp8)->Apply(Fp8Shapes)->UseRealTime();
 
 }  // namespace
 }  // namespace anvil::kernels

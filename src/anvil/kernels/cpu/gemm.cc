@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "anvil/core/check.h"
+#include "anvil/core/convert.h"
 #include "anvil/kernels/cpu/gemm_internal.h"
 #include "anvil/profile/trace.h"
 
@@ -98,17 +99,20 @@ void EmptySum(const Problem& p) {
 }
 
 void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out, const void* a,
-         const void* b, void* c) {
-  ANVIL_TRACE_ZONE(bf16_in ? "gemm_bf16" : "gemm_f32");
+         const void* b, void* c, const gemm_internal::Fp8Problem* fp8 = nullptr) {
+  ANVIL_TRACE_ZONE(fp8 != nullptr ? "gemm_fp8" : bf16_in ? "gemm_bf16" : "gemm_f32");
   CheckArgs(args, a, b, c);
   if (args.m == 0 || args.n == 0) return;
-  const Problem p = Normalize(args, bf16_in, bf16_out, a, b, c);
+  Problem p = Normalize(args, bf16_in, bf16_out, a, b, c);
+  p.fp8 = fp8;
   if (p.k == 0) return EmptySum(p);
   const Isa tier = TierFor(ctx.isa(), bf16_in);
   const Blocking& bl = BlockingFor(tier, bf16_in);
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
-  const bool decode = bl.decode_max_m > 0 && !p.trans_b && p.m <= bl.decode_max_m;
+  // FP8 always takes the packed path (the streaming one reads f32/bf16 B).
+  const bool decode =
+      fp8 == nullptr && bl.decode_max_m > 0 && !p.trans_b && p.m <= bl.decode_max_m;
   const int64_t macs = p.m * p.n * p.k;
   const int threads =
       static_cast<int>(std::clamp<int64_t>(macs / kMinMacsPerThread, 1, ctx.threads()));
@@ -130,7 +134,82 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   });
 }
 
+// Each format's 256 values and their bf16 bits (exact: 2 or 3 mantissa bits).
+struct Fp8Tables {
+  float value[256];
+  uint16_t bf16[256];
+};
+const Fp8Tables& TablesFor(Fp8Format format) {
+  static const auto make = [](Fp8Format f) {
+    Fp8Tables t{};
+    for (int q = 0; q < 256; ++q) {
+      const auto code = static_cast<uint8_t>(q);
+      t.value[q] = f == Fp8Format::kE4M3 ? E4M3ToF32(code) : E5M2ToF32(code);
+      t.bf16[q] = F32ToBF16(t.value[q]);
+    }
+    return t;
+  };
+  static const Fp8Tables e4m3 = make(Fp8Format::kE4M3), e5m2 = make(Fp8Format::kE5M2);
+  return format == Fp8Format::kE4M3 ? e4m3 : e5m2;
+}
+
+bool BlockScaled(const Fp8Operand& o) {
+  return o.scaling == Fp8Scaling::kRowBlocks || o.scaling == Fp8Scaling::kTiles;
+}
+
+void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b) {
+  CHECK(g.trans_a == Trans::kN) << "GemmFp8: A must be stored [m, k] (quantize it along K)";
+  for (const Fp8Operand* o : {&a, &b}) {
+    const char* name = o == &a ? "A" : "B";
+    CHECK_GT(o->block, 0) << "GemmFp8: " << name << " block";
+    if (o->scaling == Fp8Scaling::kRowBlocks || o->scaling == Fp8Scaling::kTiles) {
+      CHECK(o->scales != nullptr) << "GemmFp8: " << name << " has no scales";
+    }
+    if (o->scaling == Fp8Scaling::kMx) CHECK(o->e8m0 != nullptr) << "GemmFp8: " << name << " has no E8M0 scales";
+  }
+  for (const Fp8Scaling s : {Fp8Scaling::kRowBlocks, Fp8Scaling::kMx}) {
+    CHECK(b.scaling != s || g.trans_b == Trans::kT)
+        << "GemmFp8: B with scales along K per column must be stored [n, k] (trans_b)";
+  }
+  CHECK(!(BlockScaled(a) && BlockScaled(b)) || a.block == b.block)
+      << "GemmFp8: A's and B's scale blocks differ along K (" << a.block << " vs " << b.block << ")";
+}
+
+void RunFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
+            bool bf16_out, void* c, Fp8Decode decode) {
+  const bool as_bf16 = decode == Fp8Decode::kBf16;
+  CheckFp8(args, a, b);
+  gemm_internal::Fp8Problem f{};
+  f.a = a;
+  f.b = b;
+  f.value_a = TablesFor(a.format).value;
+  f.value_b = TablesFor(b.format).value;
+  f.bf16_a = TablesFor(a.format).bf16;
+  f.bf16_b = TablesFor(b.format).bf16;
+  f.kblock = GemmFp8KBlock(ctx.isa(), a, b, decode);
+  f.decode_bf16 = as_bf16;
+  CHECK_LE(f.kblock, GemmKBlock(ctx.isa(), as_bf16))
+      << "GemmFp8: scale blocks longer than this tier's K block";
+  f.block_scaled = a.scaling != Fp8Scaling::kMx || b.scaling != Fp8Scaling::kMx;
+  Run(ctx, args, /*bf16_in=*/as_bf16, bf16_out, a.data, b.data, c, &f);
+}
+
 }  // namespace
+
+int64_t GemmFp8KBlock(Isa isa, const Fp8Operand& a, const Fp8Operand& b, Fp8Decode decode) {
+  if (BlockScaled(a)) return a.block;
+  if (BlockScaled(b)) return b.block;
+  return GemmKBlock(isa, decode == Fp8Decode::kBf16);
+}
+
+void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
+             float* c, Fp8Decode decode) {
+  RunFp8(ctx, args, a, b, false, c, decode);
+}
+void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
+             BF16* c, Fp8Decode decode) {
+  RunFp8(ctx, args, a, b, true, c, decode);
+}
 
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const float* b, float* c) {
   Run(ctx, args, false, false, a, b, c);

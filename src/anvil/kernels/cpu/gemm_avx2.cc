@@ -103,6 +103,7 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, float* c, int6
 }
 
 struct Tier {
+  static constexpr bool kFp8Pairs = false;  // GemmFp8 packs bf16 k-pairs for the f32 kernel
   static constexpr int64_t kMr = avx2::kMr;
   static constexpr int64_t kNr = avx2::kNr;
   static constexpr int64_t kMc = avx2::kMc;
@@ -233,7 +234,13 @@ void DecodeRegion(const Problem& p, const Region& r) {
 
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   static_assert(kAvx2.decode_max_m == 8);
-  if (!p.trans_b && p.m <= kAvx2.decode_max_m) {
+  if (p.fp8 != nullptr) {
+    if (p.fp8->decode_bf16) {
+      Driver<avx2::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
+    } else {
+      Driver<avx2::Tier>::Run<Fp8Codes<false>>(p, r, scratch, scratch_bytes);
+    }
+  } else if (!p.trans_b && p.m <= kAvx2.decode_max_m) {
     avx2::DecodeRegion(p, r);
   } else if (p.bf16_in) {
     Driver<avx2::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);

@@ -86,6 +86,7 @@ __mmask16 Mask16(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((
 
 // The AVX-512 tier for Driver (gemm_driver.h).
 struct Tier {
+  static constexpr bool kFp8Pairs = true;  // GemmFp8 packs bf16 k-pairs for the vdpbf16ps kernel
   static constexpr int64_t kMr = avx512::kMr;
   static constexpr int64_t kNr = avx512::kNr;
   static constexpr int64_t kMc = avx512::kMc;
@@ -131,7 +132,13 @@ struct Tier {
 }  // namespace avx512
 
 void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
-  if (!p.trans_b && p.m <= kAvx512F32.decode_max_m) {
+  if (p.fp8 != nullptr) {
+    if (p.fp8->decode_bf16) {
+      Driver<avx512::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
+    } else {
+      Driver<avx512::Tier>::Run<Fp8Codes<false>>(p, r, scratch, scratch_bytes);
+    }
+  } else if (!p.trans_b && p.m <= kAvx512F32.decode_max_m) {
     avx512::DecodeRegion(p, r, scratch);
   } else if (p.bf16_in) {
     Driver<avx512::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "anvil/core/bf16.h"
+#include "anvil/kernels/cpu/gemm_fp8.h"
 #include "anvil/kernels/cpu/gemm_internal.h"
 
 namespace anvil::kernels::gemm_internal {
@@ -28,7 +29,11 @@ namespace anvil::kernels::gemm_internal {
 //   Steps(bf16, kc) -> packed steps of a kc block,
 //   PackA<T>(a_at, lda, trans, rows, kc, uint32_t*), PackB<T>(...),
 //   Micro(bf16, steps, ap, bp, float* c, ldc, bool add),
-//   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n).
+//   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n),
+//   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words).
+// T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
+// K blocks of p.fp8->kblock, and with block scaling each block's tile goes
+// through BlockUpdate instead of straight into C.
 template <class K>
 struct Driver {
   static int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -42,6 +47,38 @@ struct Driver {
     int64_t nc_max;
     int64_t panel_rows;
   };
+
+  // FP8 packs bf16 k-pairs when decoded to bf16 on a tier with a bf16 kernel.
+  template <typename T>
+  static constexpr bool Pairs() {
+    return std::is_same_v<T, Fp8Codes<true>> && K::kFp8Pairs;
+  }
+
+  // Packs B's K [pc, pc + kc) x columns [jc, jc + nc), A's rows [ic, ic + mc) x K [pc, pc + kc).
+  template <typename T>
+  static void PackB(const Problem& p, int64_t pc, int64_t jc, int64_t kc, int64_t nc,
+                    uint32_t* bp) {
+    if constexpr (kIsFp8<T>) {
+      const Fp8Problem& f = *p.fp8;
+      Fp8Pack<K>::template Pack<K::kNr, Pairs<T>()>(f.b, f.value_b, f.bf16_b, p.ldb, !p.trans_b, jc,
+                                                    nc, pc, kc, p.k, bp);
+    } else {
+      const T* b = static_cast<const T*>(p.b);
+      K::PackB(p.trans_b ? b + jc * p.ldb + pc : b + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc, bp);
+    }
+  }
+  template <typename T>
+  static void PackA(const Problem& p, int64_t pc, int64_t ic, int64_t kc, int64_t mc,
+                    uint32_t* ap) {
+    if constexpr (kIsFp8<T>) {
+      const Fp8Problem& f = *p.fp8;
+      Fp8Pack<K>::template Pack<K::kMr, Pairs<T>()>(f.a, f.value_a, f.bf16_a, p.lda, false, ic, mc,
+                                                    pc, kc, p.k, ap);
+    } else {
+      const T* a = static_cast<const T*>(p.a);
+      K::PackA(p.trans_a ? a + pc * p.lda + ic : a + ic * p.lda + pc, p.lda, p.trans_a, mc, kc, ap);
+    }
+  }
 
   // Shrinks nc below K::kNc only when scratch is small.
   static Scratch Carve(std::byte* scratch, size_t bytes, int64_t steps) {
@@ -60,17 +97,43 @@ struct Driver {
     return s;
   }
 
+  // C tile (=|+=) P * (sa[i] * sb[j]): one K block's tile of GemmFp8 with
+  // block scaling; sa, sb the block's factors of the tile's rows and columns.
+  static void BlockUpdate(const float* tile, float* ct, int64_t ldc, int64_t rows, int64_t cols,
+                          const float* sa, const float* sb, bool add) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* t = tile + i * K::kNr;
+      float* c = ct + i * ldc;
+      if (add) {
+        for (int64_t j = 0; j < cols; ++j) c[j] = __builtin_fmaf(t[j], sa[i] * sb[j], c[j]);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) c[j] = t[j] * (sa[i] * sb[j]);
+      }
+    }
+  }
+  // factors[0, count) of stored rows [row0, row0 + count) in K block kb.
+  static void Factors(const Fp8Operand& o, bool trans, int64_t row0, int64_t count, int64_t kb,
+                      int64_t rows_total, int64_t k_total, float* factors) {
+    for (int64_t r = 0; r < count; ++r) {
+      factors[r] = Fp8Pack<K>::Factor(o, trans, row0 + r, kb, rows_total, k_total);
+    }
+  }
+
   template <typename T>
   static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
-    constexpr bool kBf16 = std::is_same_v<T, BF16>;
-    constexpr int64_t kKc = K::KBlock(kBf16);
-    constexpr int64_t kSteps = K::Steps(kBf16, kKc);
+    constexpr bool kFp8 = kIsFp8<T>;
+    constexpr bool kBf16 =
+        std::is_same_v<T, BF16> || (std::is_same_v<T, Fp8Codes<true>> && K::kFp8Pairs);
+    constexpr int64_t kKcMax = K::KBlock(kBf16);
+    constexpr int64_t kSteps = K::Steps(kBf16, kKcMax);
     static_assert((kSteps * K::kNr + K::kMc * kSteps + 2 * K::kMr * K::kNr) * 4 <=
                       static_cast<int64_t>(kMinScratchBytes),
                   "the least scratch must hold an A block and one B micro-panel");
     const Scratch s = Carve(scratch, bytes, kSteps);
-    const T* a = static_cast<const T*>(p.a);
-    const T* b = static_cast<const T*>(p.b);
+    const int64_t kKc = kFp8 ? p.fp8->kblock : kKcMax;
+    const bool scaled = kFp8 && p.fp8->block_scaled;
+    float sb[kFp8 ? K::kNc : 1];  // block scaling: this K block's factors of B's columns
+    float sa[kFp8 ? K::kMc : 1];  // and of A's rows
     for (int64_t jc = r.n0; jc < r.n1; jc += s.nc_max) {
       const int64_t nc = Min(s.nc_max, r.n1 - jc);
       const int64_t mb_step = p.bf16_out ? s.panel_rows : r.m1 - r.m0;
@@ -90,12 +153,12 @@ struct Driver {
           const int64_t kc = Min(kKc, p.k - pc);
           const int64_t steps = K::Steps(kBf16, kc);
           const bool add = pc > 0 || p.accumulate;
-          K::PackB(p.trans_b ? b + jc * p.ldb + pc : b + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc,
-                   s.bp);
+          PackB<T>(p, pc, jc, kc, nc, s.bp);
+          if (scaled) Factors(p.fp8->b, !p.trans_b, jc, nc, pc / kKc, p.n, p.k, sb);
           for (int64_t ic = mb; ic < mb + mrows; ic += K::kMc) {
             const int64_t mc = Min(K::kMc, mb + mrows - ic);
-            K::PackA(p.trans_a ? a + pc * p.lda + ic : a + ic * p.lda + pc, p.lda, p.trans_a, mc,
-                     kc, s.ap);
+            PackA<T>(p, pc, ic, kc, mc, s.ap);
+            if (scaled) Factors(p.fp8->a, false, ic, mc, pc / kKc, p.m, p.k, sa);
             for (int64_t jr = 0; jr < nc; jr += K::kNr) {
               const int64_t ncols = Min(K::kNr, nc - jr);
               const uint32_t* bpanel = s.bp + jr * steps;
@@ -103,6 +166,11 @@ struct Driver {
                 const int64_t nrows = Min(K::kMr, mc - ir);
                 const uint32_t* apanel = s.ap + ir * steps;
                 float* ct = part + (ic - mb + ir) * ldp + jr;
+                if (scaled) {  // the block's tile from zero, then scaled into C
+                  K::Micro(kBf16, steps, apanel, bpanel, s.tile, K::kNr, false);
+                  BlockUpdate(s.tile, ct, ldp, nrows, ncols, sa + ir, sb + jr, add);
+                  continue;
+                }
                 if (nrows == K::kMr && ncols == K::kNr) {
                   K::Micro(kBf16, steps, apanel, bpanel, ct, ldp, add);
                   continue;

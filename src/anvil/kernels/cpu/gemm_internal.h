@@ -10,17 +10,40 @@
 
 namespace anvil::kernels::gemm_internal {
 
+// GemmFp8's operands with what the packers and the block epilogue need: each
+// format's 256 decoded values, and the K block of the summation order.
+struct Fp8Problem {
+  Fp8Operand a, b;
+  const float* value_a;  // [256] value(q) of A's format
+  const float* value_b;
+  const uint16_t* bf16_a;  // [256] their bf16 bits
+  const uint16_t* bf16_b;
+  int64_t kblock;     // K block S (gemm.h)
+  bool decode_bf16;   // Fp8Decode::kBf16
+  bool block_scaled;  // scales applied per block (kTensor, kRowBlocks, kTiles on either side)
+};
+
+// The driver's element type for FP8 operands (Problem::fp8 says what they
+// are), decoded to bf16 k-pairs (kAsBf16, on a tier with a bf16 dot) or f32.
+template <bool kAsBf16>
+struct Fp8Codes {};
+template <typename T>
+inline constexpr bool kIsFp8 = false;
+template <bool kAsBf16>
+inline constexpr bool kIsFp8<Fp8Codes<kAsBf16>> = true;
+
 // A checked call with leading dimensions filled in and type-erased operands.
 struct Problem {
   int64_t m, n, k;
   bool trans_a, trans_b;  // true: kT
   int64_t lda, ldb, ldc;
   bool accumulate;
-  bool bf16_in;   // A and B are BF16 (else float)
+  bool bf16_in;   // A and B are BF16 (else float); also set for FP8 (decoded to bf16)
   bool bf16_out;  // C is BF16 (else float)
   const void* a;
   const void* b;
   void* c;
+  const Fp8Problem* fp8;  // FP8 operands (a, b are their codes), else null
 };
 
 // The part of C one thread computes: rows [m0, m1) x columns [n0, n1).

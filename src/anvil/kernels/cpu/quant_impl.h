@@ -51,34 +51,124 @@ const Kernels& Avx512Kernels();  // quant_avx512.cc
 
 namespace anvil::kernels::ANVIL_SIMD_NS::quant {
 
-// |v| as max(v, -v) (exact); a lane of `bad` turns NaN once v is not finite
-// (v - v is 0 for a finite v, NaN for an infinity or a NaN).
-template <typename V>
-inline void Accumulate(V v, V& m, V& bad) {
-  m = Max(m, Max(v, V::Zero() - v));
-  bad = bad + (v - v);
+// amax works on the bits: |x| is x's bits without the sign, and for those
+// the integer order is the float order, with every infinity and NaN above
+// all finite values. So one integer max gives the amax exactly and whether
+// anything was not finite (>= 0x7F800000), in any order, on every tier.
+inline constexpr uint32_t kAbsMask = 0x7FFFFFFFu;
+inline constexpr uint32_t kInfBits = 0x7F800000u;
+inline constexpr uint32_t kNaNBits = 0x7FC00000u;
+
+inline float AmaxFromBits(uint32_t m) {
+  return simd_detail::FromBits(m >= kInfBits ? kNaNBits : m);
 }
+
+// Max of |x[i]|'s bits over i < n (0 for n = 0).
+template <typename V>
+inline uint32_t MaxAbsBits(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = simd_detail::Bits(x[i]) & kAbsMask;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// lanes[j] = max over r < rows of |x[r * ld + j]|'s bits, j < n <= kLanes.
+template <typename V>
+inline void ColumnMaxAbsBits(const float* x, int64_t ld, int64_t rows, int n, uint32_t* lanes) {
+  for (int j = 0; j < n; ++j) lanes[j] = MaxAbsBits<V>(x + j, 1);
+  for (int64_t r = 1; r < rows; ++r) {
+    for (int j = 0; j < n; ++j) {
+      const uint32_t a = simd_detail::Bits(x[r * ld + j]) & kAbsMask;
+      lanes[j] = a > lanes[j] ? a : lanes[j];
+    }
+  }
+}
+
+#if ANVIL_SIMD_HAVE_AVX2
+inline uint32_t ReduceMaxU32(__m256i m) {
+  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+}
+template <>
+inline uint32_t MaxAbsBits<F32x8>(const float* x, int64_t n) {
+  const __m256i abs = _mm256_set1_epi32(static_cast<int>(kAbsMask));
+  __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_epu32(
+        m0, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), abs));
+    m1 = _mm256_max_epu32(
+        m1, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8)), abs));
+  }
+  for (; i < n; i += 8) {
+    const int rest = static_cast<int>(n - i < 8 ? n - i : 8);
+    const __m256i v =
+        _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), F32x8::LaneMask(rest));
+    m0 = _mm256_max_epu32(m0, _mm256_and_si256(v, abs));
+  }
+  return ReduceMaxU32(_mm256_max_epu32(m0, m1));
+}
+template <>
+inline void ColumnMaxAbsBits<F32x8>(const float* x, int64_t ld, int64_t rows, int n,
+                                    uint32_t* lanes) {
+  const __m256i abs = _mm256_set1_epi32(static_cast<int>(kAbsMask));
+  const __m256i mask = F32x8::LaneMask(n);
+  __m256i m = _mm256_setzero_si256();
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m256i v = _mm256_maskload_epi32(reinterpret_cast<const int*>(x + r * ld), mask);
+    m = _mm256_max_epu32(m, _mm256_and_si256(v, abs));
+  }
+  _mm256_maskstore_epi32(reinterpret_cast<int*>(lanes), mask, m);
+}
+#endif
+
+#if ANVIL_SIMD_HAVE_AVX512
+template <>
+inline uint32_t MaxAbsBits<F32x16>(const float* x, int64_t n) {
+  const __m512i abs = _mm512_set1_epi32(static_cast<int>(kAbsMask));
+  __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(x + i), abs));
+    m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(x + i + 16), abs));
+  }
+  for (; i < n; i += 16) {
+    const int rest = static_cast<int>(n - i < 16 ? n - i : 16);
+    m0 = _mm512_max_epu32(
+        m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(F32x16::LaneMask(rest), x + i), abs));
+  }
+  return _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
+}
+template <>
+inline void ColumnMaxAbsBits<F32x16>(const float* x, int64_t ld, int64_t rows, int n,
+                                     uint32_t* lanes) {
+  const __m512i abs = _mm512_set1_epi32(static_cast<int>(kAbsMask));
+  const __mmask16 mask = F32x16::LaneMask(n);
+  __m512i m = _mm512_setzero_si512();
+  for (int64_t r = 0; r < rows; ++r) {
+    m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(mask, x + r * ld), abs));
+  }
+  _mm512_mask_storeu_epi32(lanes, mask, m);
+}
+#endif
 
 template <typename V>
 float Amax(const float* x, int64_t n) {
-  constexpr int64_t L = V::kLanes;
-  V m = V::Zero(), bad = V::Zero();
-  int64_t i = 0;
-  for (; i + L <= n; i += L) Accumulate(V::Load(x + i), m, bad);
-  if (i < n) Accumulate(V::LoadN(x + i, static_cast<int>(n - i)), m, bad);
-  const float b = ReduceSum(bad);
-  if (b != b) return simd_detail::FromBits(0x7FC00000u);
-  return ReduceMax(m);
+  return AmaxFromBits(MaxAbsBits<V>(x, n));
 }
 
 template <typename V>
 void ColumnAmax(const float* x, int64_t ld, int64_t rows, int64_t cols, float* amax) {
   constexpr int64_t L = V::kLanes;
+  uint32_t lanes[L];
   for (int64_t c = 0; c < cols; c += L) {
     const int n = static_cast<int>(cols - c < L ? cols - c : L);
-    V m = V::Zero(), bad = V::Zero();
-    for (int64_t r = 0; r < rows; ++r) Accumulate(V::LoadN(x + r * ld + c, n), m, bad);
-    (m + bad).StoreN(amax + c, n);  // m where finite, NaN where not
+    ColumnMaxAbsBits<V>(x + c, ld, rows, n, lanes);
+    for (int j = 0; j < n; ++j) amax[c + j] = AmaxFromBits(lanes[j]);
   }
 }
 

@@ -1,0 +1,215 @@
+// GemmFp8 on every tier, decoded to bf16 and to f32, 1 and 2 threads, f32
+// and bf16 C, with and without accumulate, for the recipes' operand layouts (quantized by quant.h):
+// DeepSeek-V3 forward (1x128 rows x 128x128 tiles, B either way round), its
+// weight gradient (1x128 along the token axis on both sides, E5M2 gradient),
+// MXFP8 (E8M0 per 32 on both sides), tensorwise and mixed MX x tensor.
+// Against the double oracle (ref/gemm_fp8_ref.h) within a bound derived from
+// the summation (|error| <= (k + 2) u sum |terms|, u = 2^-24, plus bf16's
+// rounding of C), and bitwise: a few rows computed alone equal the same rows
+// of the whole batch (batch invariance), and 2 threads equal 1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "anvil/kernels/gemm.h"
+#include "anvil/kernels/quant.h"
+#include "anvil/kernels/ref/gemm_fp8_ref.h"
+#include "anvil/kernels/rowwise_testing.h"
+
+namespace anvil::kernels {
+namespace {
+
+using testing::Ctx;
+using testing::SupportedIsas;
+
+// A quantized operand with its storage.
+struct Quantized {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<uint8_t> e8m0;
+  Fp8Operand op;
+};
+
+// x [rows, cols] with per-row magnitudes 2^-6..2^6.
+std::vector<float> Data(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> e(-6, 6);
+  std::vector<float> x(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::ldexp(1.0f, e(rng));
+    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = unit(rng) * s;
+  }
+  return x;
+}
+
+enum class Layout { kRows, kTiles, kTensor };
+
+// Quantizes x [rows, cols] (stored as given; K runs along cols for kRows).
+Quantized Quantize(const std::vector<float>& x, int64_t rows, int64_t cols, Layout layout,
+                   Fp8Format format, BlockScale rule, int64_t block) {
+  const KernelCtx& ctx = Ctx(Isa::kScalar, 1);
+  Quantized q;
+  q.codes.resize(rows * cols);
+  q.op.format = format;
+  q.op.block = block;
+  if (layout == Layout::kTensor) {
+    const float s = TensorScale(Amax(ctx, rows * cols, x.data()), format);
+    QuantizeTensor(ctx, rows * cols, x.data(), s, format, q.codes.data());
+    q.op.scaling = Fp8Scaling::kTensor;
+    q.op.scale = 1.0f / s;
+  } else if (layout == Layout::kTiles) {
+    q.scales.resize(((rows + block - 1) / block) * ((cols + block - 1) / block));
+    QuantizeTiles(ctx, rows, cols, x.data(), format, block, q.codes.data(), q.scales.data());
+    q.op.scaling = Fp8Scaling::kTiles;
+  } else {
+    const int64_t nb = rows * ((cols + block - 1) / block);
+    q.scales.resize(nb);
+    q.e8m0.resize(nb);
+    const BlockQuant bq{format, rule, block};
+    const bool mx = rule != BlockScale::kAmax;
+    QuantizeRows(ctx, rows, cols, x.data(), bq, q.codes.data(),
+                 mx ? QuantScales{.e8m0 = q.e8m0.data()} : QuantScales{.f32 = q.scales.data()});
+    q.op.scaling = mx ? Fp8Scaling::kMx : Fp8Scaling::kRowBlocks;
+  }
+  q.op.data = q.codes.data();
+  q.op.scales = q.scales.empty() ? nullptr : q.scales.data();
+  q.op.e8m0 = q.e8m0.empty() ? nullptr : q.e8m0.data();
+  return q;
+}
+
+struct Case {
+  std::string name;
+  Layout a_layout;
+  BlockScale a_rule;
+  int64_t a_block;
+  Layout b_layout;
+  BlockScale b_rule;
+  int64_t b_block;
+  bool trans_b;
+  Fp8Format b_format;
+};
+
+const std::vector<Case>& Cases() {
+  static const std::vector<Case> cases = {
+      {"deepseek fwd (B [k, n] tiles)", Layout::kRows, BlockScale::kAmax, 128, Layout::kTiles,
+       BlockScale::kAmax, 128, false, Fp8Format::kE4M3},
+      {"deepseek dgrad (B [n, k] tiles)", Layout::kRows, BlockScale::kAmax, 128, Layout::kTiles,
+       BlockScale::kAmax, 128, true, Fp8Format::kE4M3},
+      {"wgrad 1x128 both, e5m2 B", Layout::kRows, BlockScale::kAmax, 128, Layout::kRows,
+       BlockScale::kAmax, 128, true, Fp8Format::kE5M2},
+      {"mxfp8", Layout::kRows, BlockScale::kMxOcp, 32, Layout::kRows, BlockScale::kMxRoundUp, 32,
+       true, Fp8Format::kE4M3},
+      {"tensorwise NN", Layout::kTensor, BlockScale::kAmax, 128, Layout::kTensor, BlockScale::kAmax,
+       128, false, Fp8Format::kE4M3},
+      {"tensorwise NT e5m2", Layout::kTensor, BlockScale::kAmax, 128, Layout::kTensor,
+       BlockScale::kAmax, 128, true, Fp8Format::kE5M2},
+      {"mx x tensor", Layout::kRows, BlockScale::kMxOcp, 32, Layout::kTensor, BlockScale::kAmax,
+       128, true, Fp8Format::kE4M3},
+  };
+  return cases;
+}
+
+// One case at one shape: every tier against the oracle; invariances bitwise.
+void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
+  const std::vector<float> xa = Data(m, k, 1), xb = Data(cs.trans_b ? n : k, cs.trans_b ? k : n, 2);
+  const Quantized a = Quantize(xa, m, k, cs.a_layout, Fp8Format::kE4M3, cs.a_rule, cs.a_block);
+  const Quantized b = Quantize(xb, cs.trans_b ? n : k, cs.trans_b ? k : n, cs.b_layout, cs.b_format,
+                               cs.b_rule, cs.b_block);
+  const std::vector<double> c0d = [&] {
+    std::vector<double> c(m * n);
+    for (int64_t i = 0; i < m * n; ++i) c[i] = 0.25 * std::sin(static_cast<double>(i));
+    return c;
+  }();
+  std::vector<float> c0(c0d.begin(), c0d.end());
+  const int64_t s = GemmFp8KBlock(Isa::kScalar, a.op, b.op);
+  Fp8Operand abs_a = a.op, abs_b = b.op;
+  for (const bool accumulate : {false, true}) {
+    const std::vector<double> want =
+        ref::GemmFp8(m, n, k, cs.trans_b, a.op, b.op, s, accumulate ? &c0d : nullptr);
+    // |terms| bound: the oracle on absolute codes (sign bit cleared) and |C0|.
+    std::vector<uint8_t> abs_codes_a(a.codes), abs_codes_b(b.codes);
+    for (auto& q : abs_codes_a) q &= 0x7F;
+    for (auto& q : abs_codes_b) q &= 0x7F;
+    abs_a.data = abs_codes_a.data();
+    abs_b.data = abs_codes_b.data();
+    std::vector<double> c0abs(c0d.size());
+    for (size_t i = 0; i < c0d.size(); ++i) c0abs[i] = std::fabs(c0d[i]);
+    const std::vector<double> mag =
+        ref::GemmFp8(m, n, k, cs.trans_b, abs_a, abs_b, s, accumulate ? &c0abs : nullptr);
+    for (const Isa isa : SupportedIsas())
+      for (const Fp8Decode decode : {Fp8Decode::kBf16, Fp8Decode::kF32}) {
+        const GemmArgs args{.m = m,
+                            .n = n,
+                            .k = k,
+                            .trans_b = cs.trans_b ? Trans::kT : Trans::kN,
+                            .accumulate = accumulate};
+        std::vector<float> c1 = c0, c2 = c0;
+        GemmFp8(Ctx(isa, 1), args, a.op, b.op, c1.data(), decode);
+        GemmFp8(Ctx(isa, 2), args, a.op, b.op, c2.data(), decode);
+        const std::string where = cs.name + " " + std::to_string(m) + "x" + std::to_string(n) +
+                                  "x" + std::to_string(k) + (accumulate ? " acc " : " ") +
+                                  IsaName(isa) + (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
+        EXPECT_EQ(c1, c2) << where << ": 2 threads differ from 1";
+        for (int64_t i = 0; i < m * n; ++i) {
+          const double bound = (static_cast<double>(k) + 4) * 0x1p-24 * mag[i] + 1e-30;
+          ASSERT_LE(std::fabs(c1[i] - want[i]), bound) << where << " element " << i;
+        }
+        // Rows [1, 4) alone: the same bits as in the batch.
+        if (m >= 4) {
+          Fp8Operand sub = a.op;
+          const int64_t r0 = 1, rows = 3;
+          sub.data = a.codes.data() + r0 * k;
+          const int64_t nb = (k + a.op.block - 1) / a.op.block;
+          if (sub.scaling == Fp8Scaling::kRowBlocks) sub.scales = a.scales.data() + r0 * nb;
+          if (sub.scaling == Fp8Scaling::kMx) sub.e8m0 = a.e8m0.data() + r0 * nb;
+          std::vector<float> part(c0.begin() + r0 * n, c0.begin() + (r0 + rows) * n);
+          GemmArgs sub_args = args;
+          sub_args.m = rows;
+          GemmFp8(Ctx(isa, 2), sub_args, sub, b.op, part.data(), decode);
+          EXPECT_TRUE(std::equal(part.begin(), part.end(), c1.begin() + r0 * n))
+              << where << ": rows alone differ from the batch";
+        }
+        // bf16 C: the f32 result rounded once.
+        std::vector<BF16> cb(m * n);
+        for (int64_t i = 0; i < m * n; ++i) cb[i] = ToBF16(c0[i]);
+        std::vector<float> c_from_bf16(m * n);
+        for (int64_t i = 0; i < m * n; ++i) c_from_bf16[i] = ToFloat(cb[i]);
+        std::vector<float> c3 = c_from_bf16;
+        GemmFp8(Ctx(isa, 2), args, a.op, b.op, cb.data(), decode);
+        GemmFp8(Ctx(isa, 2), args, a.op, b.op, c3.data(), decode);
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_EQ(cb[i].bits, ToBF16(c3[i]).bits) << where << " bf16 C element " << i;
+        }
+      }
+  }
+}
+
+TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
+  for (const Case& cs : Cases()) {
+    Check(cs, 30, 70, 300);   // ragged: partial tiles, blocks and panels
+    Check(cs, 5, 33, 128);    // one K block
+    Check(cs, 64, 256, 640);  // several full tiles and blocks
+  }
+}
+
+TEST(GemmFp8, KBlockFollowsTheScales) {
+  Fp8Operand block{.scaling = Fp8Scaling::kRowBlocks, .block = 128};
+  Fp8Operand tensor{.scaling = Fp8Scaling::kTensor};
+  Fp8Operand mx{.scaling = Fp8Scaling::kMx, .block = 32};
+  EXPECT_EQ(GemmFp8KBlock(Isa::kScalar, block, tensor), 128);
+  EXPECT_EQ(GemmFp8KBlock(Isa::kScalar, tensor, block), 128);
+  EXPECT_EQ(GemmFp8KBlock(Isa::kScalar, mx, mx), GemmKBlock(Isa::kScalar, true));
+  EXPECT_EQ(GemmFp8KBlock(Isa::kScalar, tensor, tensor), GemmKBlock(Isa::kScalar, true));
+  for (const Isa isa : SupportedIsas()) {
+    EXPECT_EQ(GemmFp8KBlock(isa, mx, mx, Fp8Decode::kF32), GemmKBlock(isa, false));
+    EXPECT_EQ(GemmFp8KBlock(isa, block, mx, Fp8Decode::kF32), 128);
+  }
+}
+
+}  // namespace
+}  // namespace anvil::kernels
