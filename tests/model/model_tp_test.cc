@@ -22,18 +22,14 @@
 #include "anvil/model/decode.h"
 #include "anvil/model/llama.h"
 #include "model_testing.h"
+#include "mpi_testing.h"
 
 namespace anvil::model {
 namespace {
 
-int g_failures = 0;
-int g_rank = 0;
-
-void Expect(bool ok, const std::string& what) {
-  if (ok) return;
-  ++g_failures;
-  std::fprintf(stderr, "[rank %d] FAILED: %s\n", g_rank, what.c_str());
-}
+using anvil::testing::Expect;
+using anvil::testing::g_failures;
+using anvil::testing::g_rank;
 
 // max |a - b| over max |b| (0 when b is all zero and a equals it).
 double RelDiff(const std::vector<float>& a, const std::vector<float>& b) {

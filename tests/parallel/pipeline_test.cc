@@ -17,18 +17,14 @@
 #include "anvil/comm/world.h"
 #include "anvil/core/thread_pool.h"
 #include "model_testing.h"
+#include "mpi_testing.h"
 
 namespace anvil::parallel {
 namespace {
 
-int g_failures = 0;
-int g_rank = 0;
-
-void Expect(bool ok, const std::string& what) {
-  if (ok) return;
-  ++g_failures;
-  std::fprintf(stderr, "[rank %d] FAILED: %s\n", g_rank, what.c_str());
-}
+using anvil::testing::Expect;
+using anvil::testing::g_failures;
+using anvil::testing::g_rank;
 
 constexpr int kMicroBatches = 5;
 constexpr int64_t kRows = 2, kSeq = 16;

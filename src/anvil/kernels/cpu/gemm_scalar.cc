@@ -18,6 +18,21 @@ constexpr int64_t kKc = kScalar.kc;
 float Widen(float x) { return x; }
 float Widen(BF16 x) { return ToFloat(x); }
 
+// C's element at `at` as f32, and w results stored from `at` (bf16: rounded once).
+float LoadC(const Problem& p, int64_t at) {
+  return p.bf16_out ? ToFloat(static_cast<const BF16*>(p.c)[at])
+                    : static_cast<const float*>(p.c)[at];
+}
+void StoreC(const Problem& p, int64_t at, int64_t w, const float* run) {
+  for (int64_t j = 0; j < w; ++j) {
+    if (p.bf16_out) {
+      static_cast<BF16*>(p.c)[at + j] = ToBF16(run[j]);
+    } else {
+      static_cast<float*>(p.c)[at + j] = run[j];
+    }
+  }
+}
+
 template <typename T>
 void Rows(const Problem& p, const Region& r) {
   const T* a = static_cast<const T*>(p.a);
@@ -42,23 +57,13 @@ void Rows(const Problem& p, const Region& r) {
           if (pc > 0) {
             run[j] += acc[j];
           } else if (p.accumulate) {
-            const int64_t at = i * p.ldc + j0 + j;
-            run[j] = (p.bf16_out ? ToFloat(static_cast<const BF16*>(p.c)[at])
-                                 : static_cast<const float*>(p.c)[at]) +
-                     acc[j];
+            run[j] = LoadC(p, i * p.ldc + j0 + j) + acc[j];
           } else {
             run[j] = acc[j];
           }
         }
       }
-      for (int64_t j = 0; j < w; ++j) {
-        const int64_t at = i * p.ldc + j0 + j;
-        if (p.bf16_out) {
-          static_cast<BF16*>(p.c)[at] = ToBF16(run[j]);
-        } else {
-          static_cast<float*>(p.c)[at] = run[j];
-        }
-      }
+      StoreC(p, i * p.ldc + j0, w, run);
     }
   }
 }
@@ -97,11 +102,7 @@ void Fp8Rows(const Problem& p, const Region& r) {
         for (int64_t j = 0; j < w; ++j) {
           const float s =
               f.block_scaled ? sa * Pack::Factor(f.b, !p.trans_b, j0 + j, pc / kc, p.n, p.k) : 1.0f;
-          if (pc == 0 && p.accumulate) {
-            const int64_t at = i * p.ldc + j0 + j;
-            run[j] = p.bf16_out ? ToFloat(static_cast<const BF16*>(p.c)[at])
-                                : static_cast<const float*>(p.c)[at];
-          }
+          if (pc == 0 && p.accumulate) run[j] = LoadC(p, i * p.ldc + j0 + j);
           if (!f.block_scaled) {
             run[j] = first ? acc[j] : run[j] + acc[j];
           } else {
@@ -109,14 +110,7 @@ void Fp8Rows(const Problem& p, const Region& r) {
           }
         }
       }
-      for (int64_t j = 0; j < w; ++j) {
-        const int64_t at = i * p.ldc + j0 + j;
-        if (p.bf16_out) {
-          static_cast<BF16*>(p.c)[at] = ToBF16(run[j]);
-        } else {
-          static_cast<float*>(p.c)[at] = run[j];
-        }
-      }
+      StoreC(p, i * p.ldc + j0, w, run);
     }
   }
 }
