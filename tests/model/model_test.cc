@@ -3,6 +3,7 @@
 // f32 closeness, and the HF safetensors checkpoint round trip and its errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -186,8 +187,14 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest, ::testing::Values(Precision::kF32, Precision::kBF16),
-                         [](const auto& info) { return std::string(PrecisionName(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest,
+                         ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kFp8Block,
+                                           Precision::kMxfp8),
+                         [](const auto& info) {
+                           std::string name = PrecisionName(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // bf16 follows f32 within bf16's resolution (8 mantissa bits).
 TEST(ModelTest, Bf16IsCloseToF32) {
@@ -202,6 +209,26 @@ TEST(ModelTest, Bf16IsCloseToF32) {
   EXPECT_LT(std::sqrt(diff / ref), 3e-2);
   std::printf("bf16 vs f32: loss %.6f vs %.6f, gradient relative difference %.3g\n",
               bf16.loss.mean(), f32.loss.mean(), std::sqrt(diff / ref));
+}
+
+// The FP8 recipes follow f32 within what 3 mantissa bits allow: every linear
+// GEMM quantizes both operands (relative error up to 2^-4 per element), so
+// the loss stays within 1% and the gradient within 20% (relative L2; the
+// elements' errors average out over the K sums, leaving a few percent here).
+TEST(ModelTest, Fp8RecipesAreCloseToF32) {
+  const StepResult f32 = TrainStep(Precision::kF32, Recompute::kNone, 2, true);
+  for (const Precision p : {Precision::kFp8Block, Precision::kMxfp8}) {
+    const StepResult q = TrainStep(p, Recompute::kNone, 2, true);
+    EXPECT_NEAR(q.loss.loss_sum / f32.loss.loss_sum, 1.0, 1e-2) << PrecisionName(p);
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < f32.grads.size(); ++i) {
+      diff += std::pow(double(q.grads[i]) - f32.grads[i], 2);
+      ref += std::pow(double(f32.grads[i]), 2);
+    }
+    EXPECT_LT(std::sqrt(diff / ref), 0.2) << PrecisionName(p);
+    std::printf("%s vs f32: loss %.6f vs %.6f, gradient relative difference %.3g\n",
+                PrecisionName(p), q.loss.mean(), f32.loss.mean(), std::sqrt(diff / ref));
+  }
 }
 
 // An explicit loss_scale of 1/tokens is the default; grads accumulate (+=).

@@ -43,10 +43,12 @@ void AttentionQkvForward(const BlockShape& s, const AttentionWeights<A>& w, cons
                          const AttentionSaved<A>& saved, const TokenLayout& tok,
                          const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx);
 
-// y = x + out · wo. Also decode's second half.
+// y = x + out · wo (fp8: the FP8 recipe's linear layers, or null). Also
+// decode's second half.
 template <typename A>
 void AttentionOutForward(const BlockShape& s, const AttentionWeights<A>& w, int64_t n,
-                         const float* x, const A* out, float* y, const kernels::KernelCtx& ctx);
+                         const float* x, const A* out, float* y, const kernels::KernelCtx& ctx,
+                         const Fp8Linear* fp8 = nullptr);
 
 // The whole block; y may be null (recompute: fill `saved` only).
 template <typename A>

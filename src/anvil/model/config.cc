@@ -8,7 +8,10 @@ namespace anvil::model {
 Result<Precision> ParsePrecision(const std::string& name) {
   if (name == "f32") return Precision::kF32;
   if (name == "bf16") return Precision::kBF16;
-  return InvalidArgument(fmt::format("precision '{}': expected f32 or bf16", name));
+  if (name == "fp8-block") return Precision::kFp8Block;
+  if (name == "mxfp8") return Precision::kMxfp8;
+  return InvalidArgument(
+      fmt::format("precision '{}': expected f32, bf16, fp8-block or mxfp8", name));
 }
 
 Result<Recompute> ParseRecompute(const std::string& name) {
@@ -18,13 +21,28 @@ Result<Recompute> ParseRecompute(const std::string& name) {
   return InvalidArgument(fmt::format("recompute '{}': expected none, selective or full", name));
 }
 
-const char* PrecisionName(Precision p) { return p == Precision::kF32 ? "f32" : "bf16"; }
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kF32:
+      return "f32";
+    case Precision::kBF16:
+      return "bf16";
+    case Precision::kFp8Block:
+      return "fp8-block";
+    case Precision::kMxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
 
 const char* RecomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -50,7 +68,8 @@ Status ModelConfig::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgument("model config: " + what); };
   // The upper bounds are far beyond what fits in memory; they keep every size
   // computed from the config (bytes included) inside int64.
-  if (dim <= 0 || dim > (1 << 18)) return bad(fmt::format("model.dim = {} must be in [1, 2^18]", dim));
+  if (dim <= 0 || dim > (1 << 18))
+    return bad(fmt::format("model.dim = {} must be in [1, 2^18]", dim));
   if (n_layers <= 0 || n_layers > 4096) {
     return bad(fmt::format("model.n_layers = {} must be in [1, 4096]", n_layers));
   }
@@ -60,15 +79,17 @@ Status ModelConfig::Validate() const {
                            n_kv_heads, n_heads));
   }
   if (dim % n_heads != 0) {
-    return bad(fmt::format("model.dim = {} must equal model.n_heads ({}) x head_dim: it is not a "
-                           "multiple of n_heads",
-                           dim, n_heads));
+    return bad(
+        fmt::format("model.dim = {} must equal model.n_heads ({}) x head_dim: it is not a "
+                    "multiple of n_heads",
+                    dim, n_heads));
   }
   const int64_t hd = dim / n_heads;
   if (hd % 16 != 0 || hd > 256) {
-    return bad(fmt::format("head_dim = model.dim / model.n_heads = {} / {} = {} must be a "
-                           "multiple of 16 in [16, 256] (the attention kernels' tile)",
-                           dim, n_heads, hd));
+    return bad(
+        fmt::format("head_dim = model.dim / model.n_heads = {} / {} = {} must be a "
+                    "multiple of 16 in [16, 256] (the attention kernels' tile)",
+                    dim, n_heads, hd));
   }
   if (ffn_dim <= 0 || ffn_dim > (1 << 20)) {
     return bad(fmt::format("model.ffn_dim = {} must be in [1, 2^20]", ffn_dim));

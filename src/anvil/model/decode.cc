@@ -1,7 +1,9 @@
 // Decoder: KV-cache prefill and steps over the training blocks' pieces.
 #include "anvil/model/decode.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "anvil/kernels/attention.h"
 #include "anvil/model/embedding_block.h"
@@ -51,6 +53,12 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
   s.mlp = {f32(r), act(r * c), act(r * 2 * f), act(r * f)};
   s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
   s.block.norm_f32 = f32(r * c);
+  if (IsFp8(model_.options().precision)) {
+    // The training forward's FP8 linear layers: one quantization per row and
+    // the same weight blocks, so every logit is Llama::Logits' bit for bit.
+    s.fp8 = MakeFp8Linear(model_.options().precision, model_.options().fp8, shape, r, alloc);
+    s.block.fp8 = s.fp8.get();
+  }
 }
 
 template <typename A>
@@ -111,7 +119,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
                                {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
       r0 = r1;
     }
-    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx);
+    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, s.block.fp8);
     MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, s.block, ctx);
   }
   HeadSaved<A> head = s.head;
@@ -126,7 +134,7 @@ void Decoder::Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const
   CHECK(seq >= 0 && seq < max_seqs_) << "sequence " << seq;
   CHECK(n > 0 && n <= max_rows_) << n << " tokens: the decoder takes 1.." << max_rows_;
   for (int64_t r = 0; r < n; ++r) row_seq_[r] = seq;
-  if (model_.options().precision == Precision::kF32) {
+  if (!Bf16Activations(model_.options().precision)) {
     Run<float>(ctx, n, tokens, logits);
   } else {
     Run<BF16>(ctx, n, tokens, logits);
@@ -137,7 +145,7 @@ void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int32_t> token
   const int64_t n = static_cast<int64_t>(tokens.size());
   CHECK(n > 0 && n <= max_rows_ && n <= max_seqs_) << n << " sequences";
   for (int64_t r = 0; r < n; ++r) row_seq_[r] = r;
-  if (model_.options().precision == Precision::kF32) {
+  if (!Bf16Activations(model_.options().precision)) {
     Run<float>(ctx, n, tokens, logits);
   } else {
     Run<BF16>(ctx, n, tokens, logits);

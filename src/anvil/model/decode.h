@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -45,6 +46,7 @@ class Decoder {
     MlpSaved<A> mlp;
     HeadSaved<A> head;
     BlockScratch<A> block;
+    std::shared_ptr<Fp8Linear> fp8;  // FP8 precisions: block.fp8's buffers
   };
   template <typename Alloc, typename A>
   void Carve(Alloc&& alloc, Scratch<A>& s);
@@ -59,9 +61,9 @@ class Decoder {
   const Llama& model_;
   int64_t max_seqs_, max_len_, max_rows_;
   std::vector<int64_t> lengths_;
-  std::vector<int64_t> row_seq_;     // [R]
-  std::vector<int32_t> positions_;   // [R]
-  AlignedBuffer cache_;              // [L, 2, S, max_len, NKV*HD] of A
+  std::vector<int64_t> row_seq_;    // [R]
+  std::vector<int32_t> positions_;  // [R]
+  AlignedBuffer cache_;             // [L, 2, S, max_len, NKV*HD] of A
   Arena arena_;
   Scratch<float> scratch_f32_;
   Scratch<BF16> scratch_bf16_;

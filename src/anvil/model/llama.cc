@@ -55,7 +55,7 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   arena_ =
       Arena(static_cast<size_t>(EstimateMemory(config_, options_).activation_bytes), "activations");
   auto allocate = [&](size_t b) { return arena_.Allocate(b); };
-  if (options_.precision == Precision::kF32) {
+  if (!Bf16Activations(options_.precision)) {
     Carve(config_, options_, allocate, store_f32_);
   } else {
     Carve(config_, options_, allocate, store_bf16_);
@@ -137,6 +137,8 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
     const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
     s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
   }
+  if (IsFp8(options.precision))
+    s.fp8 = MakeFp8Linear(options.precision, options.fp8, shape, n, alloc);
   s.scratch = {bf16 ? f32(n * c) : nullptr,
                bf16 ? act(n * c) : nullptr,
                f32(n * c),
@@ -144,7 +146,8 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                f32(n * qkv),
                bf16 ? act(n * qkv) : nullptr,
                act(n * f),
-               act(n * 2 * f)};
+               act(n * 2 * f),
+               s.fp8.get()};
 }
 
 template <>
@@ -383,7 +386,7 @@ void Llama::RunBackward(const kernels::KernelCtx& ctx, int slot_index, const Bat
 LossStats Llama::StageForward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
                               float loss_scale, const StepHooks& hooks) {
   CHECK(slot >= 0 && slot < options_.activation_slots) << "activation slot " << slot;
-  return options_.precision == Precision::kF32
+  return !Bf16Activations(options_.precision)
              ? RunForward<float>(ctx, slot, batch, loss_scale, hooks)
              : RunForward<BF16>(ctx, slot, batch, loss_scale, hooks);
 }
@@ -391,7 +394,7 @@ LossStats Llama::StageForward(const kernels::KernelCtx& ctx, int slot, const Bat
 void Llama::StageBackward(const kernels::KernelCtx& ctx, int slot, const Batch& batch,
                           const StepHooks& hooks) {
   CHECK(slot >= 0 && slot < options_.activation_slots) << "activation slot " << slot;
-  if (options_.precision == Precision::kF32) {
+  if (!Bf16Activations(options_.precision)) {
     RunBackward<float>(ctx, slot, batch, hooks);
   } else {
     RunBackward<BF16>(ctx, slot, batch, hooks);
@@ -409,13 +412,13 @@ LossStats Llama::ForwardBackward(const kernels::KernelCtx& ctx, const Batch& bat
 
 LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch,
                          const StepHooks& hooks) {
-  return options_.precision == Precision::kF32 ? Evaluate<float>(ctx, batch, nullptr, hooks)
-                                               : Evaluate<BF16>(ctx, batch, nullptr, hooks);
+  return !Bf16Activations(options_.precision) ? Evaluate<float>(ctx, batch, nullptr, hooks)
+                                              : Evaluate<BF16>(ctx, batch, nullptr, hooks);
 }
 
 void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits) {
   CHECK(logits != nullptr);
-  if (options_.precision == Precision::kF32) {
+  if (!Bf16Activations(options_.precision)) {
     Evaluate<float>(ctx, batch, logits, {});
   } else {
     Evaluate<BF16>(ctx, batch, logits, {});
@@ -431,7 +434,7 @@ float* Llama::SlotBuffer(int slot, SlotPart which) {
            : which == SlotPart::kOutput ? s.resid.back()
                                         : s.d_resid;
   };
-  return options_.precision == Precision::kF32 ? pick(store_f32_) : pick(store_bf16_);
+  return !Bf16Activations(options_.precision) ? pick(store_f32_) : pick(store_bf16_);
 }
 
 float* Llama::stage_input(int slot) {

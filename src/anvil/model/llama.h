@@ -27,6 +27,7 @@
 #include "anvil/kernels/rope.h"
 #include "anvil/model/attention_block.h"
 #include "anvil/model/config.h"
+#include "anvil/model/fp8_linear.h"
 #include "anvil/model/head_block.h"
 #include "anvil/model/mlp_block.h"
 #include "anvil/model/weights.h"
@@ -93,6 +94,9 @@ struct LlamaOptions {
   // Default: the whole model, one micro-batch.
   StageRange stage = {};
   int activation_slots = 1;
+  // The FP8 precisions' recipe details (formats, MX rule, decode format);
+  // its kind follows `precision`.
+  Fp8Recipe fp8 = {};
 };
 
 // What a Llama allocates, in bytes.
@@ -215,9 +219,10 @@ class Llama {
   };
   template <typename A>
   struct Store {
-    std::vector<Slot<A>> slots;  // [activation_slots]
-    HeadSaved<A> head;           // the head's forward and backward run in one go
-    BlockScratch<A> scratch;
+    std::vector<Slot<A>> slots;      // [activation_slots]
+    HeadSaved<A> head;               // the head's forward and backward run in one go
+    BlockScratch<A> scratch;         // scratch.fp8 points into fp8
+    std::shared_ptr<Fp8Linear> fp8;  // the FP8 precisions' linear layers and their buffers
   };
   // Lays out every activation of options.max_batch x options.max_seq_len
   // tokens through `alloc(bytes)`: a counter sizes the arena, the arena fills it.

@@ -27,7 +27,9 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
     c.precision_auto = true;  // the trainer decides from the measured peaks
   } else {
     auto p = model::ParsePrecision(precision);
-    if (!p.ok()) return p.status().WithContext("key train.precision (f32, bf16 or auto)");
+    if (!p.ok()) {
+      return p.status().WithContext("key train.precision (f32, bf16, fp8-block, mxfp8 or auto)");
+    }
     c.precision = *p;
   }
   ASSIGN_OR_RETURN(const std::string recompute, config.GetString("train.recompute", "none"));
@@ -44,6 +46,14 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.time_budget_minutes,
                    config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
+  ASSIGN_OR_RETURN(const std::string grad_format,
+                   config.GetString("train.fp8_grad_format", "e4m3"));
+  if (grad_format == "e5m2") {
+    c.fp8_grad_format = kernels::Fp8Format::kE5M2;
+  } else if (grad_format != "e4m3") {
+    return InvalidArgument(fmt::format(
+        "key train.fp8_grad_format = \"{}\": expected \"e4m3\" or \"e5m2\"", grad_format));
+  }
   RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -9,6 +9,7 @@
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
 #include "anvil/data/loader.h"
+#include "anvil/kernels/quant.h"
 #include "anvil/model/config.h"
 #include "anvil/profile/peak.h"
 
@@ -26,11 +27,14 @@ struct TrainConfig {
   int64_t seq_len = 256;        // T
   int64_t grad_accum = 1;       // micro-batches per step
   int64_t seed = 1234;          // weight init and data order
-  // train.precision: "f32", "bf16" or "auto" (precision_auto: the trainer sets
-  // `precision` from AutoPrecision and the resolved config records the choice,
-  // so a resume keeps it).
+  // train.precision: "f32", "bf16", "fp8-block", "mxfp8" or "auto"
+  // (precision_auto: the trainer sets `precision` from AutoPrecision, f32 or
+  // bf16, and the resolved config records the choice, so a resume keeps it).
   model::Precision precision = model::Precision::kF32;
   bool precision_auto = false;
+  // train.fp8_grad_format: "e4m3" (DeepSeek-V3) or "e5m2" for the output
+  // gradients of the FP8 precisions.
+  kernels::Fp8Format fp8_grad_format = kernels::Fp8Format::kE4M3;
   model::Recompute recompute = model::Recompute::kNone;
   int64_t threads = 0;          // 0: ANVIL_THREADS or all cores
   int64_t eval_every = 100;     // validation every N steps (and at the end); 0: end only

@@ -149,7 +149,8 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   ctx_ = std::make_unique<kernels::KernelCtx>(*pool_, BestIsa(), scratch);
   // The peaks are MFU's denominators, and "auto" precision picks the faster one.
   std::optional<profile::PeakFlops> peak;
-  if (options_.peak_gflops <= 0 || train_.precision_auto) {
+  const bool fp8 = model::IsFp8(train_.precision);
+  if (options_.peak_gflops <= 0 || train_.precision_auto || fp8) {
     peak = profile::MeasurePeakFlops(*pool_);
     // Rank 0's measurement for all: ranks must pick the same precision.
     double v[3] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_native ? 1.0 : 0.0};
@@ -162,10 +163,14 @@ Status Trainer::Init(Config config, const RunOptions& options) {
     train_.precision = AutoPrecision(*peak);
     config_.Resolve("train.precision", std::string(model::PrecisionName(train_.precision)));
   }
+  // FP8 values meet in the machine's faster dot product (exact in either).
+  const bool bf16_dot = peak && AutoPrecision(*peak) == model::Precision::kBF16;
+  fp8_decode_ = bf16_dot ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
   if (options_.peak_gflops > 0) {
     peak_gflops_ = options_.peak_gflops;
   } else {
-    peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak->bf16_gflops : peak->f32_gflops;
+    const bool bf16_peak = train_.precision == model::Precision::kBF16 || (fp8 && bf16_dot);
+    peak_gflops_ = bf16_peak ? peak->bf16_gflops : peak->f32_gflops;
   }
   RETURN_IF_ERROR(Agree(Build(), "setting up the run"));
   if (options_.resume) RETURN_IF_ERROR(Agree(LoadCheckpoint(dir), "loading the checkpoint"));
@@ -208,7 +213,8 @@ Status Trainer::Build() {
   }
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len,
-                               .buffers = {.weights = zero < 3, .grads = zero < 2}};
+                               .buffers = {.weights = zero < 3, .grads = zero < 2},
+                               .fp8 = {.grad = train_.fp8_grad_format, .decode = fp8_decode_}};
   ASSIGN_OR_RETURN(memory_estimate_,
                    CheckMemory(model_config_, mo, train_.grad_accum, zero, dp_size()));
 

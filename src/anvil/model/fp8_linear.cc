@@ -1,0 +1,111 @@
+// FP8 linear layers (see fp8_linear.h).
+#include "anvil/model/fp8_linear.h"
+
+#include "anvil/core/check.h"
+#include "anvil/profile/trace.h"
+
+namespace anvil::model {
+
+using kernels::BlockQuant;
+using kernels::BlockScale;
+using kernels::Fp8Format;
+using kernels::Fp8Operand;
+using kernels::Fp8Scaling;
+using kernels::GemmArgs;
+using kernels::QuantScales;
+using kernels::Trans;
+
+namespace {
+
+constexpr int64_t kBlock = 128;  // DeepSeek-V3's blocks and tiles
+constexpr int64_t kMxBlock = 32;
+
+}  // namespace
+
+void Fp8Linear::CheckFits(const Buffers& buf, int64_t rows, int64_t k, int64_t block) {
+  CHECK_LE(rows * k, buf.max_codes)
+      << "FP8 operand of " << rows << " x " << k << " beyond its buffer";
+  CHECK_LE(rows * ((k + block - 1) / block), buf.max_scales) << "FP8 scales beyond their buffer";
+}
+
+Fp8Operand Fp8Linear::Rows(const kernels::KernelCtx& ctx, int64_t rows, int64_t k, const float* x,
+                           Fp8Format format, const Buffers& buf) const {
+  const bool mx = recipe_.kind == Fp8Recipe::Kind::kMx;
+  const BlockQuant q{format, mx ? recipe_.mx_rule : BlockScale::kAmax, mx ? kMxBlock : kBlock};
+  CheckFits(buf, rows, k, q.block);
+  kernels::QuantizeRows(ctx, rows, k, x, q, buf.codes,
+                        mx ? QuantScales{.e8m0 = buf.e8m0} : QuantScales{.f32 = buf.scales});
+  return {.data = buf.codes,
+          .format = format,
+          .scaling = mx ? Fp8Scaling::kMx : Fp8Scaling::kRowBlocks,
+          .scales = buf.scales,
+          .e8m0 = buf.e8m0,
+          .block = q.block};
+}
+
+Fp8Operand Fp8Linear::ColumnsTransposed(const kernels::KernelCtx& ctx, int64_t k, int64_t cols,
+                                        const float* x, Fp8Format format,
+                                        const Buffers& buf) const {
+  const bool mx = recipe_.kind == Fp8Recipe::Kind::kMx;
+  const BlockQuant q{format, mx ? recipe_.mx_rule : BlockScale::kAmax, mx ? kMxBlock : kBlock};
+  CheckFits(buf, cols, k, q.block);
+  kernels::QuantizeColumnsTransposed(
+      ctx, k, cols, x, q, buf.codes,
+      mx ? QuantScales{.e8m0 = buf.e8m0} : QuantScales{.f32 = buf.scales});
+  return {.data = buf.codes,
+          .format = format,
+          .scaling = mx ? Fp8Scaling::kMx : Fp8Scaling::kRowBlocks,
+          .scales = buf.scales,
+          .e8m0 = buf.e8m0,
+          .block = q.block};
+}
+
+Fp8Operand Fp8Linear::Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
+                            const float* w, const Buffers& buf) const {
+  CheckFits(buf, rows, cols, kBlock);
+  kernels::QuantizeTiles(ctx, rows, cols, w, recipe_.forward, kBlock, buf.codes, buf.scales);
+  return {.data = buf.codes,
+          .format = recipe_.forward,
+          .scaling = Fp8Scaling::kTiles,
+          .scales = buf.scales,
+          .block = kBlock};
+}
+
+void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                        const float* x, const float* w, float* y, bool accumulate) const {
+  ANVIL_TRACE_ZONE("fp8_linear_fwd");
+  const Fp8Operand a = Rows(ctx, n, in, x, recipe_.forward, a_);
+  GemmArgs g{.m = n, .n = out, .k = in, .accumulate = accumulate};
+  Fp8Operand b;
+  if (recipe_.kind == Fp8Recipe::Kind::kBlock) {
+    b = Tiles(ctx, in, out, w, b_);  // w [in, out] as stored
+  } else {
+    b = ColumnsTransposed(ctx, in, out, w, recipe_.forward, b_);  // [out, in]: along K = in
+    g.trans_b = Trans::kT;
+  }
+  kernels::GemmFp8(ctx, g, a, b, y, recipe_.decode);
+}
+
+void Fp8Linear::BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                             const float* dy, const float* w, float* dx) const {
+  ANVIL_TRACE_ZONE("fp8_linear_bwd_data");
+  const Fp8Operand a = Rows(ctx, n, out, dy, recipe_.grad, a_);
+  // B = wᵀ [out, in]: w [in, out] is stored [n = in, k = out].
+  const Fp8Operand b = recipe_.kind == Fp8Recipe::Kind::kBlock
+                           ? Tiles(ctx, in, out, w, b_)
+                           : Rows(ctx, in, out, w, recipe_.forward, b_);
+  kernels::GemmFp8(ctx, {.m = n, .n = in, .k = out, .trans_b = Trans::kT}, a, b, dx,
+                   recipe_.decode);
+}
+
+void Fp8Linear::BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                               const float* x, const float* dy, float* dw) const {
+  ANVIL_TRACE_ZONE("fp8_linear_bwd_weight");
+  // K is the token axis: both operands quantized along it, transposed.
+  const Fp8Operand a = ColumnsTransposed(ctx, n, in, x, recipe_.forward, a_);  // [in, n]
+  const Fp8Operand b = ColumnsTransposed(ctx, n, out, dy, recipe_.grad, b_);   // [out, n]
+  kernels::GemmFp8(ctx, {.m = in, .n = out, .k = n, .trans_b = Trans::kT, .accumulate = true}, a, b,
+                   dw, recipe_.decode);
+}
+
+}  // namespace anvil::model

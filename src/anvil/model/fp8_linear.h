@@ -1,0 +1,118 @@
+// FP8 training recipes for the layers' linear GEMMs (precision fp8-block and
+// mxfp8): every GEMM of the forward, the input gradient and the weight
+// gradient quantizes its operands just before it (kernels/quant.h) and runs
+// GemmFp8 with f32 accumulation. Master weights, optimizer state, norms,
+// attention, softmax, the loss, the residual stream and the LM head stay f32.
+//
+//   role        A (rows x K)                      B                           K
+//   forward     x [n, in], blocks along in        w [in, out]                 in
+//   input grad  dy [n, out], blocks along out     w [in, out] as [n=in, k=out] out
+//   weight grad x as xᵀ [in, n], along n          dy as dyᵀ [out, n], along n  n (tokens)
+//
+// fp8-block (DeepSeek-V3): E4M3 everywhere (the gradient format selectable),
+// 1 x 128 blocks for activations and gradients, 128 x 128 tiles for weights,
+// partial sums promoted to f32 every 128 of K. mxfp8: E4M3 elements in
+// blocks of 32 along K with an E8M0 scale (OCP rule, or NVIDIA's round-up),
+// each operand quantized along its own K from the unquantized tensor, so the
+// weight gradient's operands are quantized along the token axis (the "other
+// axis" of the forward).
+//
+// Each operand is quantized afresh for each GEMM (the weights twice a step);
+// buffers come from the model's activation arena.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "anvil/kernels/ctx.h"
+#include "anvil/kernels/gemm.h"
+#include "anvil/kernels/quant.h"
+#include "anvil/model/config.h"
+#include "anvil/model/shard.h"
+
+namespace anvil::model {
+
+struct Fp8Recipe {
+  enum class Kind : uint8_t { kBlock, kMx };
+  Kind kind = Kind::kBlock;
+  kernels::Fp8Format forward = kernels::Fp8Format::kE4M3;  // activations and weights
+  kernels::Fp8Format grad = kernels::Fp8Format::kE4M3;     // output gradients
+  kernels::BlockScale mx_rule = kernels::BlockScale::kMxOcp;
+  // What the FP8 values are decoded to for the dot products (the machine's faster one).
+  kernels::Fp8Decode decode = kernels::Fp8Decode::kF32;
+};
+
+class Fp8Linear {
+ public:
+  // Buffers for operands of up to `max_a` (activation-sized: tokens x the
+  // widest layer dimension) and `max_b` elements (a weight, or a gradient
+  // transposed), carved by `alloc(bytes)` (a counter, then the arena).
+  template <typename Alloc>
+  Fp8Linear(const Fp8Recipe& recipe, int64_t max_a, int64_t max_b, Alloc&& alloc)
+      : recipe_(recipe) {
+    auto bytes = [&](int64_t n) {
+      return reinterpret_cast<uint8_t*>(alloc(static_cast<size_t>(n)));
+    };
+    auto floats = [&](int64_t n) {
+      return reinterpret_cast<float*>(alloc(static_cast<size_t>(n) * 4));
+    };
+    // Scales: one per 32 elements, plus one per row's partial block (rows of
+    // at least 8 elements: the model's dimensions and token counts).
+    a_ = {bytes(max_a), floats(max_a / 8 + 64), bytes(max_a / 8 + 64), max_a, max_a / 8 + 64};
+    b_ = {bytes(max_b), floats(max_b / 8 + 64), bytes(max_b / 8 + 64), max_b, max_b / 8 + 64};
+  }
+
+  const Fp8Recipe& recipe() const { return recipe_; }
+
+  // y[n, out] (+)= x[n, in] · w[in, out].
+  void Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const float* x,
+               const float* w, float* y, bool accumulate) const;
+  // dx[n, in] = dy[n, out] · w[in, out]ᵀ.
+  void BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                    const float* dy, const float* w, float* dx) const;
+  // dw[in, out] += x[n, in]ᵀ · dy[n, out].
+  void BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                      const float* x, const float* dy, float* dw) const;
+
+ private:
+  struct Buffers {
+    uint8_t* codes;
+    float* scales;
+    uint8_t* e8m0;
+    int64_t max_codes;
+    int64_t max_scales;
+  };
+  // CHECKs that an operand of rows x k in blocks of `block` fits `buf`.
+  static void CheckFits(const Buffers& buf, int64_t rows, int64_t k, int64_t block);
+  // x [rows, k] quantized along its rows (blocks along k) into `buf`.
+  kernels::Fp8Operand Rows(const kernels::KernelCtx& ctx, int64_t rows, int64_t k, const float* x,
+                           kernels::Fp8Format format, const Buffers& buf) const;
+  // x [k, cols] quantized along its columns, written as [cols, k].
+  kernels::Fp8Operand ColumnsTransposed(const kernels::KernelCtx& ctx, int64_t k, int64_t cols,
+                                        const float* x, kernels::Fp8Format format,
+                                        const Buffers& buf) const;
+  // w [rows, cols] in 128 x 128 tiles.
+  kernels::Fp8Operand Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
+                            const float* w, const Buffers& buf) const;
+
+  Fp8Recipe recipe_;
+  Buffers a_, b_;
+};
+
+// The FP8 linear layers of a model (precision fp8-block or mxfp8, which sets
+// the recipe's kind) with layers of `shape`, for up to `tokens` rows a call:
+// buffers for the widest activation and the largest weight.
+template <typename Alloc>
+std::shared_ptr<Fp8Linear> MakeFp8Linear(Precision precision, Fp8Recipe recipe,
+                                         const BlockShape& shape, int64_t tokens, Alloc&& alloc) {
+  const int64_t c = shape.dim, f = shape.ffn, q = shape.q(), qkv = shape.qkv();
+  const int64_t widest = std::max({c, q, f, qkv, 2 * f});
+  const int64_t weight = std::max({c * qkv, q * c, c * 2 * f, f * c});
+  recipe.kind = precision == Precision::kMxfp8 ? Fp8Recipe::Kind::kMx : Fp8Recipe::Kind::kBlock;
+  return std::make_shared<Fp8Linear>(recipe, tokens * widest, std::max(tokens * widest, weight),
+                                     alloc);
+}
+
+}  // namespace anvil::model
