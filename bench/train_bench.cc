@@ -184,7 +184,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
   fs::remove_all(tmp);
 
   Figures torch_fig;
-  std::string peer_name = "pytorch", peer_error;
+  std::string peer_name = "pytorch", peer_error, peer_precision = precision;
   if (o.peer) {
     const std::string script =
         o.peer_script.empty() ? (fs::path(__FILE__).parent_path() / "torch_train_peer.py").string()
@@ -194,13 +194,16 @@ int RunTrainBench(const TrainBenchOptions& o) {
                             {"ffn_dim", mc->ffn_dim},   {"vocab_size", mc->vocab_size},
                             {"rope_theta", mc->rope_theta}, {"norm_eps", mc->norm_eps},
                             {"tie_embeddings", mc->tie_embeddings}, {"init_std", mc->init_std}};
+    // PyTorch 1.13 has no FP8 training: an FP8 run is compared with its bf16.
+    const auto parsed = model::ParsePrecision(precision);
+    peer_precision = parsed.ok() && model::IsFp8(*parsed) ? "bf16" : precision;
     std::string env = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE";
     if (fs::exists(kTcmalloc)) env += fmt::format(" LD_PRELOAD={}", kTcmalloc);
     const std::string cmd = fmt::format(
         "{} {} {} --model {} --batch {} --seq {} --accum {} --precision {} --threads {} "
         "--steps {} --warmup {}",
         env, ShellQuote(o.python), ShellQuote(script), ShellQuote(model.dump()), tc->batch_size,
-        tc->seq_len, tc->grad_accum, precision, threads, o.steps, o.warmup);
+        tc->seq_len, tc->grad_accum, peer_precision, threads, o.steps, o.warmup);
     std::FILE* pipe = ::popen(cmd.c_str(), "r");
     std::string out;
     if (pipe != nullptr) {
@@ -235,6 +238,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
     j["anvil_mfu"] = anvil_fig.mfu;
     if (o.peer) {
       j["peer"] = peer_name;
+      j["peer_precision"] = peer_precision;
       j["peer_tokens_per_s"] = torch_fig.tokens_per_s;
       j["peer_mfu"] = torch_fig.mfu;
       j["anvil_over_peer"] = ratio;
@@ -246,8 +250,8 @@ int RunTrainBench(const TrainBenchOptions& o) {
     fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", "anvil", anvil_fig.tokens_per_s, 100 * anvil_fig.mfu);
     if (o.peer) {
       if (peer_error.empty()) {
-        fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", peer_name, torch_fig.tokens_per_s,
-                   100 * torch_fig.mfu);
+        fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", peer_name + " " + peer_precision,
+                   torch_fig.tokens_per_s, 100 * torch_fig.mfu);
         fmt::print("anvil / pytorch        {:>12.2f}x\n", ratio);
       } else {
         fmt::print("pytorch: {}\n", peer_error);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End to end through the `anvil` binary: prepare a small text folder, train a
 # micro model for a few steps, generate from its checkpoint; an unknown config
-# key is an error naming it; Ctrl-C (SIGINT) checkpoints, exits 0, and the run
-# resumes. Usage: cli_test.sh ANVIL_BINARY WORK_DIR
+# key is an error naming it; a non-finite gradient is skipped and named (or
+# stops the run); the FP8 precisions train; Ctrl-C (SIGINT) checkpoints,
+# exits 0, and the run resumes. Usage: cli_test.sh ANVIL_BINARY WORK_DIR
 set -euo pipefail
 anvil=$1
 work=$2
@@ -44,6 +45,26 @@ rc=0
 ANVIL_THREADS=two "$anvil" env --no-peaks > "$work/env_bad.log" 2>&1 || rc=$?
 [ "$rc" = 2 ] || { cat "$work/env_bad.log"; fail "bad ANVIL_THREADS: exit $rc, want 2"; }
 grep -q "ANVIL_THREADS must be an integer" "$work/env_bad.log" || { cat "$work/env_bad.log"; fail "bad ANVIL_THREADS not named"; }
+
+# A gradient that overflows (an absurd learning rate blows the weights up):
+# the step is skipped and the tensor named, or, with on_nonfinite = stop,
+# the run ends with an error saying so.
+blowup=(--set optim.lr=1e25 --set optim.weight_decay=0 --set train.steps=4 --set train.eval_every=0)
+"$anvil" train --config "$work/micro.toml" --out "$work/run_nan" "${blowup[@]}" > "$work/nan.log" 2>&1 \
+  || { cat "$work/nan.log"; fail "a run with non-finite gradients should skip them"; }
+grep -q "the gradient is not finite .*first in backward order: lm_head); the optimizer step was skipped" \
+  "$work/nan.log" || { cat "$work/nan.log"; fail "skipped step not reported"; }
+[ "$(grep -c '"skipped":true' "$work/run_nan/metrics.jsonl")" -ge 1 ] || fail "no skipped step in metrics"
+if "$anvil" train --config "$work/micro.toml" --out "$work/run_nan_stop" "${blowup[@]}" \
+     --set train.on_nonfinite=stop > "$work/nan_stop.log" 2>&1; then fail "on_nonfinite = stop did not stop"; fi
+grep -q 'train.on_nonfinite = "stop" ends the run' "$work/nan_stop.log" || { cat "$work/nan_stop.log"; fail "no stop message"; }
+
+# FP8 recipes train through the CLI.
+for p in fp8-block mxfp8; do
+  "$anvil" train --config "$work/micro.toml" --out "$work/run_$p" --set train.precision=$p \
+    > "$work/$p.log" 2>&1 || { cat "$work/$p.log"; fail "train $p"; }
+  grep -q "$p precision" "$work/$p.log" || { cat "$work/$p.log"; fail "$p not reported"; }
+done
 
 if "$anvil" train --config "$work/micro.toml" --out "$work/run_bad" --set train.bogus_key=1 \
      > "$work/bad.log" 2>&1; then fail "unknown key accepted"; fi

@@ -4,6 +4,8 @@
 // another thread count, which must not matter either).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -68,7 +70,13 @@ TEST_P(ResumeTest, ResumeIsBitwise) {
   EXPECT_EQ(full->Evaluate().val_loss, second->Evaluate().val_loss);
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, ResumeTest, ::testing::Values("f32", "bf16"));
+INSTANTIATE_TEST_SUITE_P(Precisions, ResumeTest,
+                         ::testing::Values("f32", "bf16", "fp8-block", "mxfp8"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace anvil::train

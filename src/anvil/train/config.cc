@@ -46,6 +46,12 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.time_budget_minutes,
                    config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
+  ASSIGN_OR_RETURN(const std::string on_nonfinite, config.GetString("train.on_nonfinite", "skip"));
+  if (on_nonfinite != "skip" && on_nonfinite != "stop") {
+    return InvalidArgument(fmt::format(
+        "key train.on_nonfinite = \"{}\": expected \"skip\" or \"stop\"", on_nonfinite));
+  }
+  c.stop_on_nonfinite = on_nonfinite == "stop";
   ASSIGN_OR_RETURN(const std::string grad_format,
                    config.GetString("train.fp8_grad_format", "e4m3"));
   if (grad_format == "e5m2") {

@@ -35,6 +35,10 @@ struct TrainConfig {
   // train.fp8_grad_format: "e4m3" (DeepSeek-V3) or "e5m2" for the output
   // gradients of the FP8 precisions.
   kernels::Fp8Format fp8_grad_format = kernels::Fp8Format::kE4M3;
+  // train.on_nonfinite: what a step whose gradient holds an infinity or a NaN
+  // does: "skip" (the optimizer step is skipped, the run goes on) or "stop"
+  // (the run ends with an error). Either way the tensor is named.
+  bool stop_on_nonfinite = false;
   model::Recompute recompute = model::Recompute::kNone;
   int64_t threads = 0;          // 0: ANVIL_THREADS or all cores
   int64_t eval_every = 100;     // validation every N steps (and at the end); 0: end only

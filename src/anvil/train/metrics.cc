@@ -68,6 +68,10 @@ void MetricsWriter::Write(const StepMetrics& m) {
   j["tokens"] = m.tokens;
   j["step_seconds"] = m.seconds;
   if (m.exposed_comm_s >= 0) j["exposed_comm_seconds"] = m.exposed_comm_s;
+  if (!m.nonfinite_tensor.empty()) {
+    j["skipped"] = true;
+    j["nonfinite_grad"] = m.nonfinite_tensor;
+  }
   std::fputs((j.dump() + "\n").c_str(), file_);
   std::fflush(file_);
 }

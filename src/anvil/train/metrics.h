@@ -25,6 +25,10 @@ struct StepMetrics {
   // Data parallel: seconds the step waited for gradient reductions and the
   // weight gather after its backward (communication not hidden); -1: one process.
   double exposed_comm_s = -1;
+  // Set when the step's gradient was not finite (an overflow or a NaN): the
+  // first tensor, in backward order, holding a non-finite gradient. The
+  // optimizer step was skipped (train.on_nonfinite).
+  std::string nonfinite_tensor;
 };
 
 struct EvalMetrics {

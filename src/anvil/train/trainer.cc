@@ -382,17 +382,22 @@ StepMetrics Trainer::Step() {
     norm = dp_->GradNorm(grads);
   }
   const double lr = schedule_->LrAt(step_);
-  {
-    ANVIL_TRACE_ZONE("adamw");
-    // ZeRO-3 updates its master shard; the others the whole weights' shard.
-    optimizer_->Step(*ctx_, lr, optim::ClipScale(norm, optim_config_.grad_clip),
-                     gather_ ? gather_->master() : params.weights(), grads, params.bf16());
-  }
-  if (gather_) {
-    gather_->Invalidate();  // the gathered units are stale now
-  } else if (sharded()) {  // ZeRO-1/2: the other ranks' shards
-    dp_->GatherWeights(params.weights());
-    if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
+  // A gradient with an infinity or a NaN (the norm is global, so every rank
+  // sees it): the weights and AdamW's state keep their values.
+  const std::string nonfinite = std::isfinite(norm) ? std::string() : NonFiniteTensor(grads);
+  if (nonfinite.empty()) {
+    {
+      ANVIL_TRACE_ZONE("adamw");
+      // ZeRO-3 updates its master shard; the others the whole weights' shard.
+      optimizer_->Step(*ctx_, lr, optim::ClipScale(norm, optim_config_.grad_clip),
+                       gather_ ? gather_->master() : params.weights(), grads, params.bf16());
+    }
+    if (gather_) {
+      gather_->Invalidate();  // the gathered units are stale now
+    } else if (sharded()) {  // ZeRO-1/2: the other ranks' shards
+      dp_->GatherWeights(params.weights());
+      if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
+    }
   }
   ++step_;
   const int64_t tokens = train_.tokens_per_step() * ranks;  // every data-parallel rank's
@@ -402,6 +407,7 @@ StepMetrics Trainer::Step() {
   m.loss = counted > 0 ? loss_sum / static_cast<double>(counted) : 0.0;
   m.lr = lr;
   m.grad_norm = norm;
+  m.nonfinite_tensor = nonfinite;
   m.seconds = watch.Seconds();
   // The step of the job is the slowest rank's (and every rank must see the
   // same time: the time budget plans from it).
@@ -414,6 +420,28 @@ StepMetrics Trainer::Step() {
   // counted from this step's start: evaluation gathers too).
   if (ranks > 1) m.exposed_comm_s = dp_->exposed_comm_seconds() + (gather_ ? gather_->TakeWaitSeconds() : 0.0);
   return m;
+}
+
+std::string Trainer::NonFiniteTensor(std::span<const float> grads) {
+  // This rank's reduced grads are the whole layout or its shard of it.
+  const model::LlamaParams& params = model_->params();
+  const int64_t begin = static_cast<int64_t>(grads.size()) == params.size() ? 0 : dp_->shard().begin;
+  const int64_t end = begin + static_cast<int64_t>(grads.size());
+  const std::vector<model::ParamInfo>& tensors = params.params();
+  // The last tensor in layout order is the first in backward order.
+  int64_t found = -1;
+  for (int64_t t = static_cast<int64_t>(tensors.size()) - 1; t >= 0 && found < 0; --t) {
+    const model::ParamInfo& p = tensors[t];
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    for (int64_t i = lo; i < hi; ++i) {
+      if (!std::isfinite(grads[i - begin])) {
+        found = t;
+        break;
+      }
+    }
+  }
+  if (world_size() > 1) found = plan_->dp().AllReduceValue(found, comm::ReduceOp::kMax);
+  return found >= 0 ? tensors[found].name : std::string("(the loss)");
 }
 
 EvalMetrics Trainer::Evaluate() {
@@ -541,6 +569,16 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
     }
     const StepMetrics m = Step();
     if (metrics_) metrics_->Write(m);
+    if (!m.nonfinite_tensor.empty()) {
+      const std::string what = fmt::format(
+          "step {}: the gradient is not finite (grad norm {}; first in backward order: {})", step_,
+          std::fabs(m.grad_norm), m.nonfinite_tensor);
+      if (train_.stop_on_nonfinite) {
+        return DataLoss(what + "; train.on_nonfinite = \"stop\" ends the run (\"skip\" would skip "
+                               "such steps)");
+      }
+      message(what + "; the optimizer step was skipped");
+    }
     if (hooks.on_step) hooks.on_step(m);
     if (planning && step_ > session_first_step + 1) {
       ++timed_steps;

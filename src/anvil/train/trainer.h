@@ -148,6 +148,9 @@ class Trainer {
   // wrote shards), trainer state, configs.
   Status WriteSharedCheckpointFiles(const std::string& temp_dir);
   std::string CheckpointIndexJson() const;  // checkpoint_index.json
+  // The first tensor, in backward order, whose reduced gradient (this rank's
+  // `grads`, agreed over the ranks) holds an infinity or a NaN.
+  std::string NonFiniteTensor(std::span<const float> grads);
   // Every rank learns whether any failed: a rank that did not fail gets an
   // error saying another did (its own message is on its stderr). With one
   // process, `status` itself.
