@@ -231,6 +231,29 @@ TEST(ModelTest, Fp8RecipesAreCloseToF32) {
   }
 }
 
+// FP8 with every layer kept in high precision is f32 bitwise (the LM head is
+// f32 anyway); keeping only the first and last changes the result.
+TEST(ModelTest, Fp8HighPrecisionLayersRunF32Gemms) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();  // 2 layers
+  auto step = [&](Precision p, int keep) {
+    Llama model(cfg, {.precision = p, .max_batch = 2, .max_seq_len = 16,
+                      .fp8_high_precision_layers = keep}, ctx);
+    model.InitWeights(ctx, 9);
+    auto tb = MakeBatch(2, 16, cfg.vocab_size, 3, false);
+    model.ZeroGrads(ctx);
+    const LossStats l = model.ForwardBackward(ctx, tb.batch, 0.0f);
+    return std::make_pair(l.loss_sum, std::vector<float>(model.params().grads().begin(),
+                                                         model.params().grads().end()));
+  };
+  const auto f32 = step(Precision::kF32, 0);
+  const auto all_kept = step(Precision::kFp8Block, 1);  // layers 0 and 1: both ends
+  EXPECT_EQ(all_kept.first, f32.first);
+  EXPECT_TRUE(SameBits(all_kept.second, f32.second));
+  EXPECT_NE(step(Precision::kFp8Block, 0).first, f32.first);
+}
+
 // An explicit loss_scale of 1/tokens is the default; grads accumulate (+=).
 TEST(ModelTest, LossScaleAndAccumulation) {
   ThreadPool pool(2);

@@ -102,7 +102,10 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   EmbeddingBlockForward(cfg, model_.weight_view().embed, n, tokens.data(), x, ctx);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const AttentionWeights<A> aw = model_.AttentionWeightsOf<A>(l);
-    AttentionQkvForward(shape, aw, x, s.attn, tok, s.block, ctx);
+    // The training forward's GEMMs for this layer: FP8 or, kept in high precision, f32.
+    BlockScratch<A> block = s.block;
+    if (!model_.Fp8Layer(l)) block.fp8 = nullptr;
+    AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
       const A* src = s.attn.qkv + r * qkv + q_cols;
       std::memcpy(Cache<A>(l, 0, row_seq_[r]) + positions_[r] * kv_cols, src, kv_cols * sizeof(A));
@@ -119,8 +122,8 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
                                {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
       r0 = r1;
     }
-    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, s.block.fp8);
-    MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, s.block, ctx);
+    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.fp8);
+    MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, block, ctx);
   }
   HeadSaved<A> head = s.head;
   head.logits = logits;

@@ -148,6 +148,18 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                act(n * f),
                act(n * 2 * f),
                s.fp8.get()};
+  s.scratch_f32_gemms = s.scratch;
+  s.scratch_f32_gemms.fp8 = nullptr;
+}
+
+bool Llama::Fp8Layer(int layer) const {
+  const int keep = options_.fp8_high_precision_layers;
+  return IsFp8(options_.precision) && layer >= keep && layer < config_.n_layers - keep;
+}
+
+template <typename A>
+const BlockScratch<A>& Llama::LayerScratch(const Store<A>& s, int layer) const {
+  return Fp8Layer(layer) ? s.scratch : s.scratch_f32_gemms;
 }
 
 template <>
@@ -289,9 +301,9 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
   float* y = slot.resid[1];
   for (int l = first_layer_; l < end_layer_; ++l) {
     hooks.BeforeForward(layer_unit_ + l - first_layer_);
-    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, slot.attn[0], tok, s.scratch,
+    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, slot.attn[0], tok, LayerScratch(s, l),
                           ctx);
-    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, slot.mlp[0], s.scratch, ctx);
+    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, slot.mlp[0], LayerScratch(s, l), ctx);
   }
   hooks.BeforeForward(num_units() - 1);
   const HeadWeights<A> hw = HeadWeightsOf<A>();
@@ -323,9 +335,9 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
     const int i = l - first_layer_;
     hooks.BeforeForward(layer_unit_ + i);
     AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), slot.resid[2 * i],
-                          slot.resid[2 * i + 1], slot.attn[i], tok, s.scratch, ctx);
+                          slot.resid[2 * i + 1], slot.attn[i], tok, LayerScratch(s, l), ctx);
     MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, slot.resid[2 * i + 1], slot.resid[2 * i + 2],
-                    slot.mlp[i], s.scratch, ctx);
+                    slot.mlp[i], LayerScratch(s, l), ctx);
   }
   if (!last_stage()) return {};
   const int32_t* targets = batch.targets.data();
@@ -362,18 +374,19 @@ void Llama::RunBackward(const kernels::KernelCtx& ctx, int slot_index, const Bat
     hooks.BeforeBackward(layer_unit_ + i);
     const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
     const MlpWeights<A> mw = MlpWeightsOf<A>(l);
+    const BlockScratch<A>& scratch = LayerScratch(s, l);
     if (options_.recompute == Recompute::kFull) {
-      AttentionBlockForward(shape_, aw, slot.resid[2 * i], nullptr, slot.attn[i], tok, s.scratch,
+      AttentionBlockForward(shape_, aw, slot.resid[2 * i], nullptr, slot.attn[i], tok, scratch,
                             ctx);
-      MlpBlockForward(shape_, mw, n, slot.resid[2 * i + 1], nullptr, slot.mlp[i], s.scratch, ctx);
+      MlpBlockForward(shape_, mw, n, slot.resid[2 * i + 1], nullptr, slot.mlp[i], scratch, ctx);
     } else if (options_.recompute == Recompute::kSelective) {
       MlpRecomputeH(shape_, n, slot.mlp[i], ctx);
     }
     const LayerView<float>& gl = g_.layers[l];
     MlpBlockBackward(shape_, mw, n, slot.resid[2 * i + 1], slot.mlp[i], slot.d_resid,
-                     MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, s.scratch, ctx);
+                     MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, scratch, ctx);
     AttentionBlockBackward(shape_, aw, slot.resid[2 * i], slot.attn[i], slot.d_resid,
-                           AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, s.scratch, ctx);
+                           AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, scratch, ctx);
     hooks.GradsReady(unit_begins_[layer_unit_ + i]);
   }
   if (first_stage()) {

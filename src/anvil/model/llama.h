@@ -97,6 +97,9 @@ struct LlamaOptions {
   // The FP8 precisions' recipe details (formats, MX rule, decode format);
   // its kind follows `precision`.
   Fp8Recipe fp8 = {};
+  // FP8 precisions: the first and the last this many layers keep f32 GEMMs
+  // (the LM head always does).
+  int fp8_high_precision_layers = 0;
 };
 
 // What a Llama allocates, in bytes.
@@ -122,6 +125,9 @@ class Llama {
   const LlamaOptions& options() const { return options_; }
   // A layer's sizes on this rank (its heads and FFN columns).
   const BlockShape& block_shape() const { return shape_; }
+  // Whether layer l's linear GEMMs run in FP8 (an FP8 precision, and not one
+  // of the high-precision layers at either end).
+  bool Fp8Layer(int layer) const;
   LlamaParams& params() { return params_; }
   const LlamaParams& params() const { return params_; }
 
@@ -219,10 +225,11 @@ class Llama {
   };
   template <typename A>
   struct Store {
-    std::vector<Slot<A>> slots;      // [activation_slots]
-    HeadSaved<A> head;               // the head's forward and backward run in one go
-    BlockScratch<A> scratch;         // scratch.fp8 points into fp8
-    std::shared_ptr<Fp8Linear> fp8;  // the FP8 precisions' linear layers and their buffers
+    std::vector<Slot<A>> slots;         // [activation_slots]
+    HeadSaved<A> head;                  // the head's forward and backward run in one go
+    BlockScratch<A> scratch;            // scratch.fp8 points into fp8
+    BlockScratch<A> scratch_f32_gemms;  // the same buffers, fp8 null: high-precision layers
+    std::shared_ptr<Fp8Linear> fp8;     // the FP8 precisions' linear layers and their buffers
   };
   // Lays out every activation of options.max_batch x options.max_seq_len
   // tokens through `alloc(bytes)`: a counter sizes the arena, the arena fills it.
@@ -231,6 +238,10 @@ class Llama {
                     Store<A>& s);
   template <typename A>
   Store<A>& store();
+  // The scratch layer l runs with: FP8 GEMMs, or f32 ones for a layer kept
+  // in high precision (fp8_high_precision_layers).
+  template <typename A>
+  const BlockScratch<A>& LayerScratch(const Store<A>& s, int layer) const;
   enum class SlotPart : uint8_t { kInput, kOutput, kGrad };
   float* SlotBuffer(int slot, SlotPart which);
   template <typename A>

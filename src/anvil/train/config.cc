@@ -46,6 +46,11 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.time_budget_minutes,
                    config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
+  ASSIGN_OR_RETURN(c.fp8_high_precision_layers,
+                   config.GetInt("train.fp8_high_precision_layers", c.fp8_high_precision_layers));
+  if (c.fp8_high_precision_layers < 0) {
+    return InvalidArgument("key train.fp8_high_precision_layers must be >= 0");
+  }
   ASSIGN_OR_RETURN(const std::string on_nonfinite, config.GetString("train.on_nonfinite", "skip"));
   if (on_nonfinite != "skip" && on_nonfinite != "stop") {
     return InvalidArgument(fmt::format(

@@ -35,6 +35,9 @@ struct TrainConfig {
   // train.fp8_grad_format: "e4m3" (DeepSeek-V3) or "e5m2" for the output
   // gradients of the FP8 precisions.
   kernels::Fp8Format fp8_grad_format = kernels::Fp8Format::kE4M3;
+  // train.fp8_high_precision_layers: with an FP8 precision, the first and the
+  // last this many layers keep f32 GEMMs (the LM head always does).
+  int64_t fp8_high_precision_layers = 0;
   // train.on_nonfinite: what a step whose gradient holds an infinity or a NaN
   // does: "skip" (the optimizer step is skipped, the run goes on) or "stop"
   // (the run ends with an error). Either way the tensor is named.

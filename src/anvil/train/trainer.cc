@@ -214,7 +214,9 @@ Status Trainer::Build() {
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len,
                                .buffers = {.weights = zero < 3, .grads = zero < 2},
-                               .fp8 = {.grad = train_.fp8_grad_format, .decode = fp8_decode_}};
+                               .fp8 = {.grad = train_.fp8_grad_format, .decode = fp8_decode_},
+                               .fp8_high_precision_layers =
+                                   static_cast<int>(train_.fp8_high_precision_layers)};
   ASSIGN_OR_RETURN(memory_estimate_,
                    CheckMemory(model_config_, mo, train_.grad_accum, zero, dp_size()));
 
