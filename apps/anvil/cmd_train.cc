@@ -29,6 +29,8 @@ struct TrainOptions {
   std::string out;
   std::string resume;
   bool trace = false;
+  bool probe = false;
+  std::string probe_fault;
 };
 
 int Fail(const Status& s) {
@@ -104,8 +106,12 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
   }
   std::fflush(stdout);
   auto trainer = train::Trainer::Create(std::move(*config),
-                                        train::RunOptions{.run_dir = run_dir, .resume = resume,
-                                                          .trace = o.trace, .world = world});
+                                        train::RunOptions{.run_dir = run_dir,
+                                                          .resume = resume,
+                                                          .trace = o.trace,
+                                                          .probe = o.probe,
+                                                          .probe_fault = o.probe_fault,
+                                                          .world = world});
   if (!trainer.ok()) return Fail(trainer.status());
   train::Trainer& t = **trainer;
   comm::SetWatchdogTimeout(t.parallel_config().timeout_s);
@@ -185,6 +191,12 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--out", o->out, "Run folder (default: runs/<config name>)");
   cmd->add_option("--resume", o->resume, "Continue the run in this folder from its latest checkpoint");
   cmd->add_flag("--trace", o->trace, "Write a Chrome trace (trace.json) of a few steps");
+  cmd->add_flag("--probe", o->probe,
+                "Record per-tensor numerics of the first train.probe_steps steps (probe.jsonl; "
+                "compare two runs with `anvil probe diff`)");
+  cmd->add_option("--probe-fault", o->probe_fault,
+                  "Testing the probe: NAME=FACTOR scales the probed tensor NAME (e.g. "
+                  "layers.1.attn_out=1.01) in every probed step");
   cmd->callback([o] {
     if (const int rc = RunTrainInWorld(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -15,5 +15,6 @@ void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
 void AddExportCommand(CLI::App& app);
+void AddProbeCommand(CLI::App& app);
 
 }  // namespace anvil::cli

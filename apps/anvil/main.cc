@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   anvil::cli::AddGenerateCommand(app);
   anvil::cli::AddReportCommand(app);
   anvil::cli::AddExportCommand(app);
+  anvil::cli::AddProbeCommand(app);
 
   // Before parsing: the subcommands run inside CLI11_PARSE.
   if (const anvil::Status env = anvil::CheckEnvironment(); !env.ok()) {

@@ -2,7 +2,8 @@
 # End to end through the `anvil` binary: prepare a small text folder, train a
 # micro model for a few steps, generate from its checkpoint; an unknown config
 # key is an error naming it; a non-finite gradient is skipped and named (or
-# stops the run); the FP8 precisions train; Ctrl-C (SIGINT) checkpoints,
+# stops the run); the numerics probe names a planted fault; the FP8
+# precisions train; Ctrl-C (SIGINT) checkpoints,
 # exits 0, and the run resumes. Usage: cli_test.sh ANVIL_BINARY WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -58,6 +59,21 @@ grep -q "the gradient is not finite .*first in backward order: lm_head); the opt
 if "$anvil" train --config "$work/micro.toml" --out "$work/run_nan_stop" "${blowup[@]}" \
      --set train.on_nonfinite=stop > "$work/nan_stop.log" 2>&1; then fail "on_nonfinite = stop did not stop"; fi
 grep -q 'train.on_nonfinite = "stop" ends the run' "$work/nan_stop.log" || { cat "$work/nan_stop.log"; fail "no stop message"; }
+
+# The numerics probe: two runs from one seed agree everywhere; a planted
+# fault (one activation scaled by 1.05) is named as the first divergence.
+probe=(--probe --set train.steps=2 --set train.eval_every=0)
+for r in probe_a probe_b; do
+  "$anvil" train --config "$work/micro.toml" --out "$work/$r" "${probe[@]}" > "$work/$r.log" 2>&1 \
+    || { cat "$work/$r.log"; fail "train $r"; }
+done
+"$anvil" train --config "$work/micro.toml" --out "$work/probe_f" "${probe[@]}" \
+  --probe-fault layers.1.attn_out=1.05 > "$work/probe_f.log" 2>&1 || { cat "$work/probe_f.log"; fail "train probe_f"; }
+"$anvil" probe diff "$work/probe_a" "$work/probe_b" > "$work/diff_same.log" || fail "probe diff"
+grep -q "no divergence beyond" "$work/diff_same.log" || { cat "$work/diff_same.log"; fail "identical runs parted"; }
+"$anvil" probe diff "$work/probe_a" "$work/probe_f" > "$work/diff_fault.log" || fail "probe diff (fault)"
+grep -q "first divergence: step 1, layers.1.attn_out (activation)" "$work/diff_fault.log" \
+  || { cat "$work/diff_fault.log"; fail "the planted fault was not named"; }
 
 # FP8 recipes train through the CLI.
 for p in fp8-block mxfp8; do

@@ -280,6 +280,10 @@ struct Hooks {
   void GradsReady(int64_t from) const {
     if (h.grads_ready) h.grads_ready(from);
   }
+  bool probing() const { return static_cast<bool>(h.probe); }
+  void Probe(const std::string& name, float* x, int64_t n) const {
+    if (h.probe) h.probe(name, x, n);
+  }
 };
 
 }  // namespace
@@ -301,8 +305,8 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
   float* y = slot.resid[1];
   for (int l = first_layer_; l < end_layer_; ++l) {
     hooks.BeforeForward(layer_unit_ + l - first_layer_);
-    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, slot.attn[0], tok, LayerScratch(s, l),
-                          ctx);
+    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, slot.attn[0], tok,
+                          LayerScratch(s, l), ctx);
     MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, slot.mlp[0], LayerScratch(s, l), ctx);
   }
   hooks.BeforeForward(num_units() - 1);
@@ -327,17 +331,23 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   const int64_t n = tok.n;
   Store<A>& s = store<A>();
   Slot<A>& slot = s.slots[slot_index];
+  const int64_t nc = n * config_.dim;
   if (first_stage()) {
     hooks.BeforeForward(0);
     EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), slot.resid[0], ctx);
+    hooks.Probe("embed", slot.resid[0], nc);
   }
   for (int l = first_layer_; l < end_layer_; ++l) {
     const int i = l - first_layer_;
     hooks.BeforeForward(layer_unit_ + i);
     AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), slot.resid[2 * i],
                           slot.resid[2 * i + 1], slot.attn[i], tok, LayerScratch(s, l), ctx);
+    if (hooks.probing())
+      hooks.Probe(fmt::format("layers.{}.attn_out", l), slot.resid[2 * i + 1], nc);
     MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, slot.resid[2 * i + 1], slot.resid[2 * i + 2],
                     slot.mlp[i], LayerScratch(s, l), ctx);
+    if (hooks.probing())
+      hooks.Probe(fmt::format("layers.{}.mlp_out", l), slot.resid[2 * i + 2], nc);
   }
   if (!last_stage()) return {};
   const int32_t* targets = batch.targets.data();
@@ -356,6 +366,7 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   const auto xs = HeadForwardBackward(config_, HeadWeightsOf<A>(), n, options_.head_chunk_rows,
                                       slot.resid.back(), targets, loss_scale, s.head, slot.d_resid,
                                       HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+  hooks.Probe("head.d_in", slot.d_resid, nc);
   hooks.GradsReady(unit_begins_[head_unit]);
   return {xs.loss_sum, xs.valid_rows};
 }
@@ -385,8 +396,12 @@ void Llama::RunBackward(const kernels::KernelCtx& ctx, int slot_index, const Bat
     const LayerView<float>& gl = g_.layers[l];
     MlpBlockBackward(shape_, mw, n, slot.resid[2 * i + 1], slot.mlp[i], slot.d_resid,
                      MlpGrads{gl.mlp_norm, gl.w_gate_up, gl.w_down}, scratch, ctx);
+    if (hooks.probing())
+      hooks.Probe(fmt::format("layers.{}.mlp.d_in", l), slot.d_resid, n * config_.dim);
     AttentionBlockBackward(shape_, aw, slot.resid[2 * i], slot.attn[i], slot.d_resid,
                            AttentionGrads{gl.attn_norm, gl.wqkv, gl.wo}, tok, scratch, ctx);
+    if (hooks.probing())
+      hooks.Probe(fmt::format("layers.{}.attn.d_in", l), slot.d_resid, n * config_.dim);
     hooks.GradsReady(unit_begins_[layer_unit_ + i]);
   }
   if (first_stage()) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "anvil/core/aligned_buffer.h"
@@ -65,6 +66,12 @@ struct StepHooks {
   // The unit's backward is next: its weights and zeroed grads must be in
   // place (BindUnitGrads under ZeRO-2/3).
   std::function<void(int unit)> before_backward = nullptr;
+  // The numerics probe: called with each activation of the residual stream
+  // as the forward makes it ("embed", "layers.L.attn_out", "layers.L.mlp_out")
+  // and each of its grads as the backward makes it ("head.d_in",
+  // "layers.L.mlp.d_in", "layers.L.attn.d_in"), [n] f32 values, in execution
+  // order. The values may be changed (a test plants a fault this way).
+  std::function<void(const std::string& name, float* x, int64_t n)> probe = nullptr;
 };
 
 struct LossStats {

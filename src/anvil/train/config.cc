@@ -46,6 +46,7 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.time_budget_minutes,
                    config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
+  ASSIGN_OR_RETURN(c.probe_steps, config.GetInt("train.probe_steps", c.probe_steps));
   ASSIGN_OR_RETURN(c.fp8_high_precision_layers,
                    config.GetInt("train.fp8_high_precision_layers", c.fp8_high_precision_layers));
   if (c.fp8_high_precision_layers < 0) {

@@ -55,6 +55,7 @@ struct TrainConfig {
   // max_minutes stays a hard stop behind it.
   double time_budget_minutes = 0;
   int64_t trace_steps = 3;       // steps traced with --trace (after the first)
+  int64_t probe_steps = 2;       // steps recorded with --probe (from the run's first)
 
   // Reads the keys (absent ones keep the defaults above) and validates.
   static Result<TrainConfig> FromConfig(Config& config);

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "anvil/comm/world.h"
@@ -189,6 +190,10 @@ Status Trainer::Init(Config config, const RunOptions& options) {
                                           .peak_gflops = peak_gflops_,
                                           .peak_measured = options_.peak_gflops <= 0});
   }
+  if (written.ok() && options_.probe && root()) {
+    probe_ = std::make_unique<ProbeWriter>();
+    written = probe_->Open(dir + "/probe.jsonl");
+  }
   if (written.ok() && options_.write_metrics) {
     auto metrics = MetricsWriter::Open(dir + "/metrics.jsonl", step_);
     if (metrics.ok()) {
@@ -284,6 +289,19 @@ Status Trainer::Build() {
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
   hooks_ = MakeStepHooks();
+  if (!options_.probe_fault.empty()) {
+    const size_t eq = options_.probe_fault.rfind('=');
+    char* end = nullptr;
+    const float factor = eq == std::string::npos ? 0.0f
+                                                 : std::strtof(options_.probe_fault.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || factor == 0.0f) {
+      return InvalidArgument(fmt::format(
+          "--probe-fault \"{}\": expected NAME=FACTOR (e.g. layers.1.attn_out=1.01)",
+          options_.probe_fault));
+    }
+    probe_fault_name_ = options_.probe_fault.substr(0, eq);
+    probe_fault_factor_ = factor;
+  }
 
   // Init always (it also zeroes the layout's padding); a resume then loads.
   // ZeRO-3 initialises its shard alone, to the same values.
@@ -356,7 +374,26 @@ StepMetrics Trainer::Step() {
   counted = dp.AllReduceValue<int64_t>(counted);
   const float loss_scale = counted > 0 ? static_cast<float>(1.0 / static_cast<double>(counted)) : 0.0f;
   std::vector<double> loss_sums(accum);
-  const model::StepHooks& hooks = hooks_;
+  // The numerics probe: the residual stream's values and grads as the step
+  // makes them (and a planted fault, on every rank, when testing it).
+  const bool probing = (probe_ || !probe_fault_name_.empty()) && step_ < train_.probe_steps;
+  int64_t probe_index = 0;
+  model::StepHooks probe_hooks;
+  if (probing) {
+    probe_hooks = hooks_;
+    const bool fp8 = model::IsFp8(train_.precision);
+    probe_hooks.probe = [&, fp8](const std::string& name, float* x, int64_t n) {
+      if (name == probe_fault_name_) {
+        for (int64_t i = 0; i < n; ++i) x[i] *= probe_fault_factor_;
+      }
+      if (!probe_) return;
+      const bool grad = name.size() > 5 && name.compare(name.size() - 5, 5, ".d_in") == 0;
+      probe_->Write({.step = step_ + 1, .index = probe_index++, .name = name,
+                     .kind = grad ? "activation_grad" : "activation",
+                     .stats = ComputeProbeStats({x, static_cast<size_t>(n)}, fp8)});
+    };
+  }
+  const model::StepHooks& hooks = probing ? probe_hooks : hooks_;
   for (int i = 0; i < accum; ++i) {
     dp_->BeginMicroBatch(i);  // waits for reductions still reading the grads
     {
@@ -401,6 +438,7 @@ StepMetrics Trainer::Step() {
       if (params.has_bf16()) model_->RefreshBf16Weights(*ctx_);
     }
   }
+  if (probing && probe_) ProbeParams(grads, probe_index);
   ++step_;
   const int64_t tokens = train_.tokens_per_step() * ranks;  // every data-parallel rank's
   tokens_seen_ += tokens;
@@ -422,6 +460,22 @@ StepMetrics Trainer::Step() {
   // counted from this step's start: evaluation gathers too).
   if (ranks > 1) m.exposed_comm_s = dp_->exposed_comm_seconds() + (gather_ ? gather_->TakeWaitSeconds() : 0.0);
   return m;
+}
+
+void Trainer::ProbeParams(std::span<const float> grads, int64_t& index) {
+  const model::LlamaParams& params = model_->params();
+  const bool fp8 = model::IsFp8(train_.precision);
+  const bool whole_grads = static_cast<int64_t>(grads.size()) == params.size();
+  for (const model::ParamInfo& p : params.params()) {
+    if (!whole_grads) break;  // a ZeRO shard: this rank holds part of each
+    probe_->Write({.step = step_ + 1, .index = index++, .name = p.name, .kind = "param_grad",
+                   .stats = ComputeProbeStats(grads.subspan(p.offset, p.numel), fp8)});
+  }
+  if (!params.has_weights()) return;  // ZeRO-3 holds no whole weights
+  for (const model::ParamInfo& p : params.params()) {
+    probe_->Write({.step = step_ + 1, .index = index++, .name = p.name, .kind = "weight",
+                   .stats = ComputeProbeStats(params.weights().subspan(p.offset, p.numel), fp8)});
+  }
 }
 
 std::string Trainer::NonFiniteTensor(std::span<const float> grads) {

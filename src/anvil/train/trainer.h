@@ -50,6 +50,7 @@
 #include "anvil/parallel/data_parallel.h"
 #include "anvil/train/config.h"
 #include "anvil/train/metrics.h"
+#include "anvil/train/probe.h"
 
 namespace anvil::train {
 
@@ -57,6 +58,8 @@ struct RunOptions {
   std::string run_dir;           // created if missing
   bool resume = false;           // continue from run_dir's latest checkpoint
   bool trace = false;            // write run_dir/trace.json of a few steps
+  bool probe = false;            // write run_dir/probe.jsonl (probe.h) of train.probe_steps steps
+  std::string probe_fault;       // "NAME=FACTOR": scale a probed tensor (testing the probe)
   double peak_gflops = 0;        // MFU denominator; 0: measure at startup
   bool write_metrics = true;     // metrics.jsonl (rank 0)
   // The job's ranks (comm::InitWorld); null: this process alone.
@@ -178,6 +181,13 @@ class Trainer {
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<parallel::WeightGather> gather_;  // ZeRO-3
   model::StepHooks hooks_;
+  // The numerics probe (RunOptions::probe; rank 0 writes).
+  std::unique_ptr<ProbeWriter> probe_;
+  std::string probe_fault_name_;
+  float probe_fault_factor_ = 1.0f;
+  // Records the parameter grads (this rank's reduced ones, when whole) and
+  // the updated weights of a probed step, continuing its execution order.
+  void ProbeParams(std::span<const float> grads, int64_t& index);
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;

@@ -1,0 +1,81 @@
+// `anvil probe diff RUN_A RUN_B`: where two runs' numerics part. Parsing and
+// printing only; the records and the comparison are train/probe.h.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "anvil/commands.h"
+#include "anvil/train/probe.h"
+
+namespace anvil::cli {
+namespace {
+
+struct ProbeDiffOptions {
+  std::string a, b;
+  double tolerance = 1e-3;
+  int rows = 12;
+};
+
+std::string Stats(const train::ProbeRecord& r) {
+  return fmt::format("rms {:.6g}, max {:.6g}{}", r.stats.rms, r.stats.max_abs,
+                     r.stats.nan + r.stats.inf > 0
+                         ? fmt::format(", {} NaN, {} Inf", r.stats.nan, r.stats.inf)
+                         : std::string());
+}
+
+int RunDiff(const ProbeDiffOptions& o) {
+  auto a = train::ReadProbe(o.a);
+  auto b = train::ReadProbe(o.b);
+  for (const auto* r : {&a, &b}) {
+    if (!r->ok()) {
+      fmt::print(stderr, "anvil probe diff: {}\n", r->status().ToString());
+      return 1;
+    }
+  }
+  const train::ProbeDiff d = train::DiffProbes(*a, *b, o.tolerance);
+  // The distances along the way: the last `rows` entries up to the divergence.
+  fmt::print("{:>6} {:>5}  {:<28} {:<16} {:>10}\n", "step", "index", "tensor", "kind", "distance");
+  const int64_t from = std::max<int64_t>(0, d.compared - o.rows);
+  for (int64_t i = from; i < d.compared; ++i) {
+    const train::ProbeRecord& r = (*a)[i];
+    fmt::print("{:>6} {:>5}  {:<28} {:<16} {:>10.3g}\n", r.step, r.index, r.name, r.kind,
+               d.distances[i]);
+  }
+  if (d.first_divergence < 0) {
+    fmt::print("no divergence beyond {:g} over {} tensors{}\n", o.tolerance, d.compared,
+               a->size() != b->size() ? fmt::format(" (the records hold {} and {})", a->size(),
+                                                    b->size())
+                                      : std::string());
+    return 0;
+  }
+  const train::ProbeRecord& ra = (*a)[d.first_divergence];
+  const train::ProbeRecord& rb = (*b)[d.first_divergence];
+  fmt::print("first divergence: step {}, {} ({}), distance {:.3g} > {:g}\n  {}: {}\n  {}: {}\n",
+             ra.step, ra.name, ra.kind, d.distances.back(), o.tolerance, o.a, Stats(ra), o.b,
+             Stats(rb));
+  return 0;
+}
+
+}  // namespace
+
+void AddProbeCommand(CLI::App& app) {
+  CLI::App* probe = app.add_subcommand(
+      "probe", "Numerics records of runs trained with --probe");
+  probe->require_subcommand(1);
+  auto o = std::make_shared<ProbeDiffOptions>();
+  CLI::App* diff = probe->add_subcommand(
+      "diff", "Name the first tensor, in execution order, where two runs' numerics part");
+  diff->add_option("run_a", o->a, "Run folder with probe.jsonl")->required();
+  diff->add_option("run_b", o->b, "Run folder with probe.jsonl")->required();
+  diff->add_option("--tolerance", o->tolerance,
+                   "Largest relative difference of rms or max |x| that still agrees")
+      ->capture_default_str();
+  diff->add_option("--rows", o->rows, "Entries shown before the divergence")->capture_default_str();
+  diff->callback([o] {
+    if (const int rc = RunDiff(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace anvil::cli

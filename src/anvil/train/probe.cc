@@ -1,0 +1,137 @@
+// The numerics probe (see probe.h).
+#include "anvil/train/probe.h"
+
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "anvil/core/file_util.h"
+
+namespace anvil::train {
+
+ProbeStats ComputeProbeStats(std::span<const float> x, bool fp8_underflow) {
+  ProbeStats s;
+  double sum_sq = 0;
+  int64_t finite = 0;
+  for (const float v : x) {
+    if (std::isnan(v)) {
+      ++s.nan;
+    } else if (std::isinf(v)) {
+      ++s.inf;
+    } else {
+      const double a = std::fabs(static_cast<double>(v));
+      s.max_abs = std::max(s.max_abs, a);
+      sum_sq += a * a;
+      ++finite;
+    }
+  }
+  s.rms = finite > 0 ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0.0;
+  if (fp8_underflow) {
+    // Scaled so max |x| lands on 448, a value rounds to zero below half of
+    // E4M3's smallest subnormal (2^-9): |x| < max |x| / 448 * 2^-10.
+    const double threshold = s.max_abs / 448.0 * std::ldexp(1.0, -10);
+    int64_t nonzero = 0, under = 0;
+    for (const float v : x) {
+      const double a = std::fabs(static_cast<double>(v));
+      if (!std::isfinite(a) || a == 0) continue;
+      ++nonzero;
+      under += a < threshold;
+    }
+    s.fp8_underflow = nonzero > 0 ? static_cast<double>(under) / static_cast<double>(nonzero) : 0.0;
+  }
+  return s;
+}
+
+ProbeWriter::~ProbeWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+Status ProbeWriter::Open(const std::string& path) {
+  file_ = std::fopen(path.c_str(), "w");
+  if (file_ == nullptr) return IoError(fmt::format("{}: cannot write the probe record", path));
+  return Status::Ok();
+}
+
+void ProbeWriter::Write(const ProbeRecord& r) {
+  if (file_ == nullptr) return;
+  nlohmann::ordered_json j;
+  j["step"] = r.step;
+  j["index"] = r.index;
+  j["name"] = r.name;
+  j["kind"] = r.kind;
+  j["max_abs"] = r.stats.max_abs;
+  j["rms"] = r.stats.rms;
+  j["nan"] = r.stats.nan;
+  j["inf"] = r.stats.inf;
+  if (r.stats.fp8_underflow >= 0) j["fp8_underflow"] = r.stats.fp8_underflow;
+  std::fputs((j.dump() + "\n").c_str(), file_);
+  std::fflush(file_);
+}
+
+Result<std::vector<ProbeRecord>> ReadProbe(const std::string& run_dir) {
+  const std::string path = run_dir + "/probe.jsonl";
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    return NotFound(fmt::format("{}: no probe record (train the run with --probe)", path));
+  }
+  std::vector<ProbeRecord> records;
+  std::istringstream in(*text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    try {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      ProbeRecord r;
+      r.step = j.at("step").get<int64_t>();
+      r.index = j.at("index").get<int64_t>();
+      r.name = j.at("name").get<std::string>();
+      r.kind = j.at("kind").get<std::string>();
+      r.stats.max_abs = j.at("max_abs").get<double>();
+      r.stats.rms = j.at("rms").get<double>();
+      r.stats.nan = j.at("nan").get<int64_t>();
+      r.stats.inf = j.at("inf").get<int64_t>();
+      r.stats.fp8_underflow = j.value("fp8_underflow", -1.0);
+      records.push_back(std::move(r));
+    } catch (const std::exception& e) {
+      return InvalidArgument(fmt::format("{}:{}: not a probe record ({})", path, line_no, e.what()));
+    }
+  }
+  if (records.empty()) return InvalidArgument(fmt::format("{}: no records", path));
+  return records;
+}
+
+double ProbeDistance(const ProbeRecord& a, const ProbeRecord& b) {
+  if (a.name != b.name || a.stats.nan != b.stats.nan || a.stats.inf != b.stats.inf) {
+    return std::numeric_limits<double>::infinity();
+  }
+  auto rel = [](double x, double y) {
+    const double scale = std::max(std::fabs(x), std::fabs(y));
+    return scale > 0 ? std::fabs(x - y) / scale : 0.0;
+  };
+  return std::max(rel(a.stats.rms, b.stats.rms), rel(a.stats.max_abs, b.stats.max_abs));
+}
+
+ProbeDiff DiffProbes(const std::vector<ProbeRecord>& a, const std::vector<ProbeRecord>& b,
+                     double tolerance) {
+  ProbeDiff d;
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double dist = ProbeDistance(a[i], b[i]);
+    d.distances.push_back(dist);
+    ++d.compared;
+    if (dist > tolerance) {
+      d.first_divergence = static_cast<int64_t>(i);
+      break;
+    }
+  }
+  return d;
+}
+
+}  // namespace anvil::train
