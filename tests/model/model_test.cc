@@ -104,7 +104,31 @@ TEST_P(PrecisionTest, HeadChunksGiveTheSameBitsAsOneChunk) {
 }
 
 // A row's logits do not depend on the other rows of the batch.
+// Tensorwise FP8 is not batch invariant, and this test shows it can tell.
+TEST(ModelTest, Fp8TensorIsNotBatchInvariant) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();
+  Llama model(cfg, {.precision = Precision::kFp8Tensor, .max_batch = 4, .max_seq_len = 16}, ctx);
+  model.InitWeights(ctx, 5);
+  auto batch = MakeBatch(4, 16, cfg.vocab_size, 8, false);
+  std::vector<float> all(4 * 16 * cfg.vocab_size), first(16 * cfg.vocab_size);
+  model.Logits(ctx, batch.batch, all.data());
+  Batch one = batch.batch;
+  one.rows = 1;
+  one.tokens = one.tokens.subspan(0, 16);
+  one.targets = one.targets.subspan(0, 16);
+  model.Logits(ctx, one, first.data());
+  EXPECT_FALSE(std::equal(first.begin(), first.end(), all.begin()));
+}
+
 TEST_P(PrecisionTest, LogitsAreBatchInvariant) {
+  if (GetParam() == Precision::kFp8Tensor) {
+    // By design: one scale per activation tensor comes from the amax over
+    // all its rows, so a row's quantization depends on the batch. The
+    // per-row recipes (fp8-block, mxfp8) keep contracts 2 and 3.
+    GTEST_SKIP() << "tensorwise current scaling is not batch invariant";
+  }
   ThreadPool pool(2);
   kernels::KernelCtx ctx(pool);
   const ModelConfig cfg = MicroConfig();
@@ -141,6 +165,12 @@ TEST_P(PrecisionTest, LogitsAreBatchInvariant) {
 // Prefill + token-by-token decode, and batched steps over several sequences,
 // reproduce the full forward's logits bit for bit.
 TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
+  if (GetParam() == Precision::kFp8Tensor) {
+    // By design: one scale per activation tensor comes from the amax over
+    // all its rows, so a row's quantization depends on the batch. The
+    // per-row recipes (fp8-block, mxfp8) keep contracts 2 and 3.
+    GTEST_SKIP() << "tensorwise current scaling is not batch invariant";
+  }
   ThreadPool pool(2);
   kernels::KernelCtx ctx(pool);
   const ModelConfig cfg = MicroConfig(/*tied=*/true);
@@ -188,8 +218,8 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest,
-                         ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kFp8Block,
-                                           Precision::kMxfp8),
+                         ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kFp8Tensor,
+                                           Precision::kFp8Block, Precision::kMxfp8),
                          [](const auto& info) {
                            std::string name = PrecisionName(info.param);
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -217,7 +247,7 @@ TEST(ModelTest, Bf16IsCloseToF32) {
 // elements' errors average out over the K sums, leaving a few percent here).
 TEST(ModelTest, Fp8RecipesAreCloseToF32) {
   const StepResult f32 = TrainStep(Precision::kF32, Recompute::kNone, 2, true);
-  for (const Precision p : {Precision::kFp8Block, Precision::kMxfp8}) {
+  for (const Precision p : {Precision::kFp8Tensor, Precision::kFp8Block, Precision::kMxfp8}) {
     const StepResult q = TrainStep(p, Recompute::kNone, 2, true);
     EXPECT_NEAR(q.loss.loss_sum / f32.loss.loss_sum, 1.0, 1e-2) << PrecisionName(p);
     double diff = 0, ref = 0;

@@ -38,6 +38,11 @@ float TensorScale(float amax, Fp8Format format, int margin = 0);
 void QuantizeTensor(const KernelCtx& ctx, int64_t n, const float* x, float scale, Fp8Format format,
                     uint8_t* q);
 
+// The same of x [rows, cols], written transposed: q_t[c, r] = fp8(x[r, c] *
+// scale), q_t [cols, rows] (a weight-gradient operand under tensorwise scaling).
+void QuantizeTensorTransposed(const KernelCtx& ctx, int64_t rows, int64_t cols, const float* x,
+                              float scale, Fp8Format format, uint8_t* q_t);
+
 // How a block's scale s (the dequantization factor: x ~ q * s) comes from its amax.
 enum class BlockScale : uint8_t {
   kAmax,       // s = amax / fp8_max in f32 (1 for an all-zero block): DeepSeek-V3

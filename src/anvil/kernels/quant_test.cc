@@ -115,6 +115,15 @@ TEST(Quant, TensorwiseMatchesOracle) {
         ref::QuantizeTensor(50001, x.data(), scale, f, want.data());
         EXPECT_EQ(q, want) << "scale " << scale;
       }
+      for (const auto& [rows, cols] :
+           std::vector<std::pair<int64_t, int64_t>>{{300, 70}, {1, 5}, {129, 130}}) {
+        const std::vector<float> m = WideData(rows, cols, 3, false);
+        const float scale = TensorScale(ref::Amax(m.data(), rows * cols), f, 0);
+        std::vector<uint8_t> q_t(rows * cols), want_t(rows * cols);
+        QuantizeTensorTransposed(ctx, rows, cols, m.data(), scale, f, q_t.data());
+        ref::QuantizeTensorTransposed(rows, cols, m.data(), scale, f, want_t.data());
+        EXPECT_EQ(q_t, want_t) << "transposed " << rows << " x " << cols << " " << IsaName(isa);
+      }
       EXPECT_EQ(TensorScale(0.0f, f), 1.0f);
       EXPECT_EQ(TensorScale(kNaN, f), 1.0f);
       EXPECT_EQ(TensorScale(2.0f, f, 1), ref::TensorScale(2.0f, f, 1));
@@ -128,8 +137,21 @@ TEST(Quant, TensorwiseMatchesOracle) {
 // the saturation edges and non-finite values: bitwise core's conversion.
 TEST(Quant, CastMatchesCoreAtEveryCodeAndTie) {
   for (const Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
-    std::vector<float> x = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-39f, 1e-30f, kInf, -kInf, kNaN, -kNaN,
-                            Fp8Max(f), -Fp8Max(f), std::nextafter(Fp8Max(f), kInf), 1e30f, -1e30f};
+    std::vector<float> x = {0.0f,
+                            -0.0f,
+                            1e-45f,
+                            -1e-45f,
+                            1e-39f,
+                            1e-30f,
+                            kInf,
+                            -kInf,
+                            kNaN,
+                            -kNaN,
+                            Fp8Max(f),
+                            -Fp8Max(f),
+                            std::nextafter(Fp8Max(f), kInf),
+                            1e30f,
+                            -1e30f};
     std::vector<float> values;
     for (int code = 0; code < 256; ++code) {
       const float v = ref::DecodeFp8(static_cast<uint8_t>(code), f);

@@ -60,6 +60,21 @@ Fp8Operand Fp8Linear::ColumnsTransposed(const kernels::KernelCtx& ctx, int64_t k
           .block = q.block};
 }
 
+Fp8Operand Fp8Linear::Tensor(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
+                             const float* x, Fp8Format format, bool transposed,
+                             const Buffers& buf) const {
+  CHECK_LE(rows * cols, buf.max_codes)
+      << "FP8 operand of " << rows << " x " << cols << " beyond its buffer";
+  const float scale = kernels::TensorScale(kernels::Amax(ctx, rows * cols, x), format);
+  if (transposed) {
+    kernels::QuantizeTensorTransposed(ctx, rows, cols, x, scale, format, buf.codes);
+  } else {
+    kernels::QuantizeTensor(ctx, rows * cols, x, scale, format, buf.codes);
+  }
+  return {
+      .data = buf.codes, .format = format, .scaling = Fp8Scaling::kTensor, .scale = 1.0f / scale};
+}
+
 Fp8Operand Fp8Linear::Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
                             const float* w, const Buffers& buf) const {
   CheckFits(buf, rows, cols, kBlock);
@@ -74,10 +89,14 @@ Fp8Operand Fp8Linear::Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t
 void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                         const float* x, const float* w, float* y, bool accumulate) const {
   ANVIL_TRACE_ZONE("fp8_linear_fwd");
-  const Fp8Operand a = Rows(ctx, n, in, x, recipe_.forward, a_);
+  const bool tensor = recipe_.kind == Fp8Recipe::Kind::kTensor;
+  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, false, a_)
+                              : Rows(ctx, n, in, x, recipe_.forward, a_);
   GemmArgs g{.m = n, .n = out, .k = in, .accumulate = accumulate};
   Fp8Operand b;
-  if (recipe_.kind == Fp8Recipe::Kind::kBlock) {
+  if (tensor) {
+    b = Tensor(ctx, in, out, w, recipe_.forward, false, b_);  // w [in, out] as stored
+  } else if (recipe_.kind == Fp8Recipe::Kind::kBlock) {
     b = Tiles(ctx, in, out, w, b_);  // w [in, out] as stored
   } else {
     b = ColumnsTransposed(ctx, in, out, w, recipe_.forward, b_);  // [out, in]: along K = in
@@ -89,9 +108,12 @@ void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, in
 void Fp8Linear::BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                              const float* dy, const float* w, float* dx) const {
   ANVIL_TRACE_ZONE("fp8_linear_bwd_data");
-  const Fp8Operand a = Rows(ctx, n, out, dy, recipe_.grad, a_);
+  const bool tensor = recipe_.kind == Fp8Recipe::Kind::kTensor;
+  const Fp8Operand a = tensor ? Tensor(ctx, n, out, dy, recipe_.grad, false, a_)
+                              : Rows(ctx, n, out, dy, recipe_.grad, a_);
   // B = wᵀ [out, in]: w [in, out] is stored [n = in, k = out].
-  const Fp8Operand b = recipe_.kind == Fp8Recipe::Kind::kBlock
+  const Fp8Operand b = tensor ? Tensor(ctx, in, out, w, recipe_.forward, false, b_)
+                       : recipe_.kind == Fp8Recipe::Kind::kBlock
                            ? Tiles(ctx, in, out, w, b_)
                            : Rows(ctx, in, out, w, recipe_.forward, b_);
   kernels::GemmFp8(ctx, {.m = n, .n = in, .k = out, .trans_b = Trans::kT}, a, b, dx,
@@ -102,8 +124,11 @@ void Fp8Linear::BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t
                                const float* x, const float* dy, float* dw) const {
   ANVIL_TRACE_ZONE("fp8_linear_bwd_weight");
   // K is the token axis: both operands quantized along it, transposed.
-  const Fp8Operand a = ColumnsTransposed(ctx, n, in, x, recipe_.forward, a_);  // [in, n]
-  const Fp8Operand b = ColumnsTransposed(ctx, n, out, dy, recipe_.grad, b_);   // [out, n]
+  const bool tensor = recipe_.kind == Fp8Recipe::Kind::kTensor;
+  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, true, a_)  // [in, n]
+                              : ColumnsTransposed(ctx, n, in, x, recipe_.forward, a_);
+  const Fp8Operand b = tensor ? Tensor(ctx, n, out, dy, recipe_.grad, true, b_)  // [out, n]
+                              : ColumnsTransposed(ctx, n, out, dy, recipe_.grad, b_);
   kernels::GemmFp8(ctx, {.m = in, .n = out, .k = n, .trans_b = Trans::kT, .accumulate = true}, a, b,
                    dw, recipe_.decode);
 }

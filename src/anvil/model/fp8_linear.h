@@ -9,7 +9,9 @@
 //   input grad  dy [n, out], blocks along out     w [in, out] as [n=in, k=out] out
 //   weight grad x as xᵀ [in, n], along n          dy as dyᵀ [out, n], along n  n (tokens)
 //
-// fp8-block (DeepSeek-V3): E4M3 everywhere (the gradient format selectable),
+// fp8-tensor (current scaling): one scale per operand from its amax
+// (fp8_max / amax), E4M3 (the gradient format selectable); the weight
+// gradient's operands are cast transposed. fp8-block (DeepSeek-V3): E4M3 everywhere (the gradient format selectable),
 // 1 x 128 blocks for activations and gradients, 128 x 128 tiles for weights,
 // partial sums promoted to f32 every 128 of K. mxfp8: E4M3 elements in
 // blocks of 32 along K with an E8M0 scale (OCP rule, or NVIDIA's round-up),
@@ -35,7 +37,7 @@
 namespace anvil::model {
 
 struct Fp8Recipe {
-  enum class Kind : uint8_t { kBlock, kMx };
+  enum class Kind : uint8_t { kTensor, kBlock, kMx };
   Kind kind = Kind::kBlock;
   kernels::Fp8Format forward = kernels::Fp8Format::kE4M3;  // activations and weights
   kernels::Fp8Format grad = kernels::Fp8Format::kE4M3;     // output gradients
@@ -93,6 +95,11 @@ class Fp8Linear {
   kernels::Fp8Operand ColumnsTransposed(const kernels::KernelCtx& ctx, int64_t k, int64_t cols,
                                         const float* x, kernels::Fp8Format format,
                                         const Buffers& buf) const;
+  // x [rows, cols] with one current scale (fp8_max / amax); `transposed`
+  // writes it [cols, rows].
+  kernels::Fp8Operand Tensor(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
+                             const float* x, kernels::Fp8Format format, bool transposed,
+                             const Buffers& buf) const;
   // w [rows, cols] in 128 x 128 tiles.
   kernels::Fp8Operand Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
                             const float* w, const Buffers& buf) const;
@@ -110,7 +117,9 @@ std::shared_ptr<Fp8Linear> MakeFp8Linear(Precision precision, Fp8Recipe recipe,
   const int64_t c = shape.dim, f = shape.ffn, q = shape.q(), qkv = shape.qkv();
   const int64_t widest = std::max({c, q, f, qkv, 2 * f});
   const int64_t weight = std::max({c * qkv, q * c, c * 2 * f, f * c});
-  recipe.kind = precision == Precision::kMxfp8 ? Fp8Recipe::Kind::kMx : Fp8Recipe::Kind::kBlock;
+  recipe.kind = precision == Precision::kMxfp8      ? Fp8Recipe::Kind::kMx
+                : precision == Precision::kFp8Tensor ? Fp8Recipe::Kind::kTensor
+                                                     : Fp8Recipe::Kind::kBlock;
   return std::make_shared<Fp8Linear>(recipe, tokens * widest, std::max(tokens * widest, weight),
                                      alloc);
 }

@@ -28,7 +28,7 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   } else {
     auto p = model::ParsePrecision(precision);
     if (!p.ok()) {
-      return p.status().WithContext("key train.precision (f32, bf16, fp8-block, mxfp8 or auto)");
+      return p.status().WithContext("key train.precision (f32, bf16, fp8-tensor, fp8-block, mxfp8 or auto)");
     }
     c.precision = *p;
   }

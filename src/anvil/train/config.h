@@ -27,7 +27,7 @@ struct TrainConfig {
   int64_t seq_len = 256;        // T
   int64_t grad_accum = 1;       // micro-batches per step
   int64_t seed = 1234;          // weight init and data order
-  // train.precision: "f32", "bf16", "fp8-block", "mxfp8" or "auto"
+  // train.precision: "f32", "bf16", "fp8-tensor", "fp8-block", "mxfp8" or "auto"
   // (precision_auto: the trainer sets `precision` from AutoPrecision, f32 or
   // bf16, and the resolved config records the choice, so a resume keeps it).
   model::Precision precision = model::Precision::kF32;

@@ -118,6 +118,33 @@ void QuantizeTensor(const KernelCtx& ctx, int64_t n, const float* x, float scale
   });
 }
 
+void QuantizeTensorTransposed(const KernelCtx& ctx, int64_t rows, int64_t cols, const float* x,
+                              float scale, Fp8Format format, uint8_t* q_t) {
+  ANVIL_TRACE_ZONE("quant_tensor_transposed");
+  CHECK(rows >= 0 && cols >= 0 && (rows * cols == 0 || (x != nullptr && q_t != nullptr)))
+      << "QuantizeTensorTransposed: buffers";
+  const Kernels& k = KernelsFor(ctx.isa());
+  constexpr int64_t kRowBlock = 128;
+  const int64_t chunks = (cols + kColumnChunk - 1) / kColumnChunk;
+  rowwise_internal::ParallelFor(ctx, chunks, [&](int64_t begin, int64_t end, int t) {
+    uint8_t* codes = Scratch<uint8_t>(ctx, t, kRowBlock * kColumnChunk);  // [rows, width]
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t c0 = i * kColumnChunk, width = std::min(kColumnChunk, cols - c0);
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+        const int64_t len = std::min(kRowBlock, rows - r0);
+        for (int64_t r = 0; r < len; ++r) {
+          k.scale_cast(x + (r0 + r) * cols + c0, width, scale, /*divide=*/false, IsE5M2(format),
+                       codes + r * width);
+        }
+        for (int64_t c = 0; c < width; ++c) {
+          uint8_t* out = q_t + (c0 + c) * rows + r0;
+          for (int64_t r = 0; r < len; ++r) out[r] = codes[r * width + c];
+        }
+      }
+    }
+  });
+}
+
 void QuantizeRows(const KernelCtx& ctx, int64_t rows, int64_t cols, const float* x,
                   const BlockQuant& quant, uint8_t* q, QuantScales scales) {
   ANVIL_TRACE_ZONE("quant_rows");

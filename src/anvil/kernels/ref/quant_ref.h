@@ -72,6 +72,13 @@ inline void QuantizeTensor(int64_t n, const float* x, float scale, Fp8Format f, 
   for (int64_t i = 0; i < n; ++i) q[i] = CastFp8(x[i] * scale, f);
 }
 
+inline void QuantizeTensorTransposed(int64_t rows, int64_t cols, const float* x, float scale,
+                                     Fp8Format f, uint8_t* q_t) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) q_t[c * rows + r] = CastFp8(x[r * cols + c] * scale, f);
+  }
+}
+
 inline void QuantizeRows(int64_t rows, int64_t cols, const float* x, const BlockQuant& b,
                          uint8_t* q, QuantScales scales) {
   const int64_t nb = (cols + b.block - 1) / b.block;
