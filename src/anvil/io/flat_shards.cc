@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 namespace anvil::io {
 
@@ -42,7 +44,7 @@ Status ReadFlatRange(std::span<const std::string> paths, int64_t size, int64_t b
                      std::span<const FlatTarget> targets,
                      const std::function<Status(const SafetensorsFile&)>& check) {
   if (paths.empty()) return InvalidArgument("no shard files to read");
-  int64_t covered = 0;  // elements of [begin, end) restored (files do not overlap)
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // the parts of [begin, end) restored
   for (const std::string& path : paths) {
     ASSIGN_OR_RETURN(const SafetensorsFile file, SafetensorsFile::Read(path));
     if (check) RETURN_IF_ERROR(check(file));
@@ -65,12 +67,21 @@ Status ReadFlatRange(std::span<const std::string> paths, int64_t size, int64_t b
                     static_cast<size_t>(hi - lo) * sizeof(float));
       }
     }
-    if (lo < hi) covered += hi - lo;
+    if (lo < hi) pieces.emplace_back(lo, hi);
   }
-  if (covered != end - begin) {
+  // The pieces must tile [begin, end): no gap, no overlap.
+  std::sort(pieces.begin(), pieces.end());
+  int64_t covered = 0, at = begin;
+  bool tiled = true;
+  for (const auto& [lo, hi] : pieces) {
+    tiled &= lo == at;
+    at = hi;
+    covered += hi - lo;
+  }
+  if (!tiled || at != end) {
     return DataLoss(fmt::format(
-        "shard files cover {} of the {} elements [{}, {}) needed (missing or overlapping shards; "
-        "first file {})",
+        "shard files cover {} of the {} elements [{}, {}) needed, with gaps or overlaps "
+        "(missing or overlapping shards; first file {})",
         covered, end - begin, begin, end, paths[0]));
   }
   return Status::Ok();

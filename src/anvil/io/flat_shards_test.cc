@@ -63,6 +63,12 @@ TEST_F(FlatShardsTest, GapsOverlapsAndOtherLayoutsAreErrors) {
   const std::vector<std::string> gap = {paths[0], paths[2]};
   const Status missing = ReadFlatRange(gap, kSize, 0, kSize, target);
   EXPECT_NE(missing.message().find("cover 6 of the 10"), std::string::npos) << missing.message();
+  // A gap and an overlap of the same size are still caught.
+  std::vector<std::string> gap_and_overlap = {paths[0], paths[0], paths[2]};
+  EXPECT_FALSE(
+      ReadFlatRange(std::vector<std::string>{paths[0], paths[2], paths[2]}, kSize, 0, 6, target)
+          .ok());
+  EXPECT_FALSE(ReadFlatRange(gap_and_overlap, kSize, 0, kSize, target).ok());
   std::vector<std::string> twice = paths;
   twice.push_back(paths[1]);
   EXPECT_FALSE(ReadFlatRange(twice, kSize, 0, kSize, target).ok());

@@ -85,18 +85,19 @@ struct Fp8Operand {
 // C (+)= op(A)·op(B) from FP8 operands (A stored [m, k]: trans_a must be kN;
 // B either way), f32 accumulation, f32 or bf16 C. Each operand element is
 // decoded to value(q) (exact in bf16), times its E8M0 scale for kMx (exact
-// too: a power of two); then, with S the K block of the summation order —
-// the scale block (128) when either operand has kRowBlocks or kTiles, else
-// the K block of the decode format's Gemm — and P_b the sum of one block in
-// that Gemm's order (above, on the decoded values):
+// too, within bf16's normal range: 2^-126 and up). Without block scaling
+// (both operands kMx) the sum is the decode format's Gemm order on the
+// decoded values. With it (kTensor, kRowBlocks or kTiles on either side),
+// with S the K block — the scale block (128) when either operand has
+// kRowBlocks or kTiles, else the decode format's Gemm K block — and P_b one
+// block's sum from zero in that Gemm's order:
 //   C = [C +] sum over blocks b, in order, of  P_b * (sa(i, b) * sb(b, j)),
 // each block's term added as one fused multiply-add (fma(P_b, sa * sb, C);
 // the first block without accumulate is P_b * (sa * sb)), sa/sb the blocks'
 // factors (1 for kMx, whose scales are in the decoded values). Block scaling
 // needs both operands' blocks to be S long along K and aligned at k = 0
 // (DeepSeek-V3's promotion of partial sums to f32 every 128 of K). Batch
-// invariant and thread-count independent like Gemm; MX and block scaling
-// cannot be mixed in one call.
+// invariant and thread-count independent like Gemm.
 //
 // `decode` picks the dot-product format the decoded values meet in (both
 // exact): bf16 (vdpbf16ps on AVX-512 with AVX512_BF16; other tiers widen it to

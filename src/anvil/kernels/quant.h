@@ -45,7 +45,8 @@ void QuantizeTensorTransposed(const KernelCtx& ctx, int64_t rows, int64_t cols, 
 
 // How a block's scale s (the dequantization factor: x ~ q * s) comes from its amax.
 enum class BlockScale : uint8_t {
-  kAmax,       // s = amax / fp8_max in f32 (1 for an all-zero block): DeepSeek-V3
+  kAmax,       // s = amax / fp8_max in f32 (1 for an all-zero block; the least f32
+               // where the quotient underflows): DeepSeek-V3
   kMxOcp,      // s = 2^(floor(log2 amax) - emax), an E8M0 code (2^-127 for an all-zero
                // block): OCP MX v1.0; elements above fp8_max saturate
   kMxRoundUp,  // s = 2^ceil(log2(amax / fp8_max)) (the f32 quotient rounded up to a

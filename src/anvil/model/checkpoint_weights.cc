@@ -27,6 +27,9 @@ Status SaveWeightShard(const std::string& dir, int rank, int ranks, int64_t size
 }
 
 Status LoadCheckpointWeights(const std::string& dir, LlamaParams& params) {
+  CHECK(params.shard().size == 1 && params.stage().first_layer == 0 &&
+        params.stage().has_head(params.config()))
+      << "checkpoint weights load into a whole model (one tp rank, every layer)";
   if (!HasWeightShards(dir)) return LoadHfCheckpoint(dir, params);
   return LoadCheckpointWeightRange(dir, params.config(), 0, params.size(), params.weights().data());
 }

@@ -1,6 +1,9 @@
 // FP8 linear layers (see fp8_linear.h).
 #include "anvil/model/fp8_linear.h"
 
+#include <cmath>
+#include <limits>
+
 #include "anvil/core/check.h"
 #include "anvil/profile/trace.h"
 
@@ -65,7 +68,11 @@ Fp8Operand Fp8Linear::Tensor(const kernels::KernelCtx& ctx, int64_t rows, int64_
                              const Buffers& buf) const {
   CHECK_LE(rows * cols, buf.max_codes)
       << "FP8 operand of " << rows << " x " << cols << " beyond its buffer";
-  const float scale = kernels::TensorScale(kernels::Amax(ctx, rows * cols, x), format);
+  // A non-finite amax gives a NaN scale, so the overflow reaches the output
+  // (and the step's gradient check) instead of saturating away.
+  const float amax = kernels::Amax(ctx, rows * cols, x);
+  const float scale = std::isfinite(amax) ? kernels::TensorScale(amax, format)
+                                          : std::numeric_limits<float>::quiet_NaN();
   if (transposed) {
     kernels::QuantizeTensorTransposed(ctx, rows, cols, x, scale, format, buf.codes);
   } else {

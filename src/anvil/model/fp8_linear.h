@@ -1,5 +1,5 @@
-// FP8 training recipes for the layers' linear GEMMs (precision fp8-block and
-// mxfp8): every GEMM of the forward, the input gradient and the weight
+// FP8 training recipes for the layers' linear GEMMs (precision fp8-tensor,
+// fp8-block and mxfp8): every GEMM of the forward, the input gradient and the weight
 // gradient quantizes its operands just before it (kernels/quant.h) and runs
 // GemmFp8 with f32 accumulation. Master weights, optimizer state, norms,
 // attention, softmax, the loss, the residual stream and the LM head stay f32.
@@ -11,15 +11,16 @@
 //
 // fp8-tensor (current scaling): one scale per operand from its amax
 // (fp8_max / amax), E4M3 (the gradient format selectable); the weight
-// gradient's operands are cast transposed. fp8-block (DeepSeek-V3): E4M3 everywhere (the gradient format selectable),
-// 1 x 128 blocks for activations and gradients, 128 x 128 tiles for weights,
+// gradient's operands are cast transposed. fp8-block (DeepSeek-V3): E4M3 everywhere (the gradient
+// format selectable), 1 x 128 blocks for activations and gradients, 128 x 128 tiles for weights,
 // partial sums promoted to f32 every 128 of K. mxfp8: E4M3 elements in
 // blocks of 32 along K with an E8M0 scale (OCP rule, or NVIDIA's round-up),
 // each operand quantized along its own K from the unquantized tensor, so the
 // weight gradient's operands are quantized along the token axis (the "other
 // axis" of the forward).
 //
-// Each operand is quantized afresh for each GEMM (the weights twice a step);
+// Each operand is quantized afresh for each GEMM (the weights twice a step,
+// three times with full recompute);
 // buffers come from the model's activation arena.
 #pragma once
 
@@ -48,11 +49,12 @@ struct Fp8Recipe {
 
 class Fp8Linear {
  public:
-  // Buffers for operands of up to `max_a` (activation-sized: tokens x the
-  // widest layer dimension) and `max_b` elements (a weight, or a gradient
-  // transposed), carved by `alloc(bytes)` (a counter, then the arena).
+  // Buffers for operands of up to `max_a` and `max_b` codes with up to
+  // `scales_a` and `scales_b` block scales, carved by `alloc(bytes)` (a
+  // counter, then the arena). MakeFp8Linear sizes them for a model.
   template <typename Alloc>
-  Fp8Linear(const Fp8Recipe& recipe, int64_t max_a, int64_t max_b, Alloc&& alloc)
+  Fp8Linear(const Fp8Recipe& recipe, int64_t max_a, int64_t max_b, int64_t scales_a,
+            int64_t scales_b, Alloc&& alloc)
       : recipe_(recipe) {
     auto bytes = [&](int64_t n) {
       return reinterpret_cast<uint8_t*>(alloc(static_cast<size_t>(n)));
@@ -60,10 +62,8 @@ class Fp8Linear {
     auto floats = [&](int64_t n) {
       return reinterpret_cast<float*>(alloc(static_cast<size_t>(n) * 4));
     };
-    // Scales: one per 32 elements, plus one per row's partial block (rows of
-    // at least 8 elements: the model's dimensions and token counts).
-    a_ = {bytes(max_a), floats(max_a / 8 + 64), bytes(max_a / 8 + 64), max_a, max_a / 8 + 64};
-    b_ = {bytes(max_b), floats(max_b / 8 + 64), bytes(max_b / 8 + 64), max_b, max_b / 8 + 64};
+    a_ = {bytes(max_a), floats(scales_a), bytes(scales_a), max_a, scales_a};
+    b_ = {bytes(max_b), floats(scales_b), bytes(scales_b), max_b, scales_b};
   }
 
   const Fp8Recipe& recipe() const { return recipe_; }
@@ -108,8 +108,8 @@ class Fp8Linear {
   Buffers a_, b_;
 };
 
-// The FP8 linear layers of a model (precision fp8-block or mxfp8, which sets
-// the recipe's kind) with layers of `shape`, for up to `tokens` rows a call:
+// The FP8 linear layers of a model (precision fp8-tensor, fp8-block or mxfp8,
+// which sets the recipe's kind) with layers of `shape`, for up to `tokens` rows a call:
 // buffers for the widest activation and the largest weight.
 template <typename Alloc>
 std::shared_ptr<Fp8Linear> MakeFp8Linear(Precision precision, Fp8Recipe recipe,
@@ -117,11 +117,17 @@ std::shared_ptr<Fp8Linear> MakeFp8Linear(Precision precision, Fp8Recipe recipe,
   const int64_t c = shape.dim, f = shape.ffn, q = shape.q(), qkv = shape.qkv();
   const int64_t widest = std::max({c, q, f, qkv, 2 * f});
   const int64_t weight = std::max({c * qkv, q * c, c * 2 * f, f * c});
-  recipe.kind = precision == Precision::kMxfp8      ? Fp8Recipe::Kind::kMx
+  // Scales come in blocks of 32 or more along K: an operand of R rows of K
+  // needs at most R * ceil(K / 32). A: tokens x a dimension, or transposed;
+  // B: a weight either way round, or a gradient transposed.
+  auto blocks = [](int64_t k) { return (k + 31) / 32; };
+  const int64_t scales_a = tokens * blocks(widest) + widest * blocks(tokens);
+  const int64_t scales_b = std::max(widest * blocks(widest), widest * blocks(tokens));
+  recipe.kind = precision == Precision::kMxfp8       ? Fp8Recipe::Kind::kMx
                 : precision == Precision::kFp8Tensor ? Fp8Recipe::Kind::kTensor
                                                      : Fp8Recipe::Kind::kBlock;
   return std::make_shared<Fp8Linear>(recipe, tokens * widest, std::max(tokens * widest, weight),
-                                     alloc);
+                                     scales_a, scales_b, alloc);
 }
 
 }  // namespace anvil::model

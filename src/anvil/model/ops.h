@@ -53,7 +53,7 @@ struct BlockScratch {
   A* dqkv_act = nullptr;        // [N, QKV] (bf16 only)
   A* dh = nullptr;              // [N, F]
   A* dgate_up = nullptr;        // [N, 2F]
-  // The FP8 recipe's linear layers (precision fp8-block / mxfp8; A = float),
+  // The FP8 recipe's linear layers (the FP8 precisions; A = float),
   // else null: the Linear* helpers below take it.
   const Fp8Linear* fp8 = nullptr;
 };

@@ -66,6 +66,8 @@ std::vector<double> PipelineRunner::Step(const kernels::KernelCtx& ctx,
   for (const PipelineOp& op : StageOps(schedule_, stages, stage, micro_batches)) {
     const model::Batch& batch = micro[op.micro];
     const int slot = op.micro % slots;
+    CHECK_LE(batch.n(), model_.options().max_batch * model_.options().max_seq_len)
+        << "micro-batch " << op.micro << " beyond the stage's activation buffers";
     const size_t elems = static_cast<size_t>(batch.n() * dim);
     if (op.forward) {
       ANVIL_TRACE_ZONE("pipeline_forward");

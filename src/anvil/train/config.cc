@@ -47,6 +47,13 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
                    config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
   ASSIGN_OR_RETURN(c.probe_steps, config.GetInt("train.probe_steps", c.probe_steps));
+  ASSIGN_OR_RETURN(const std::string fp8_decode, config.GetString("train.fp8_decode", "auto"));
+  if (fp8_decode != "auto" && fp8_decode != "bf16" && fp8_decode != "f32") {
+    return InvalidArgument(fmt::format(
+        "key train.fp8_decode = \"{}\": expected \"auto\", \"bf16\" or \"f32\"", fp8_decode));
+  }
+  c.fp8_decode_auto = fp8_decode == "auto";
+  c.fp8_decode = fp8_decode == "bf16" ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
   ASSIGN_OR_RETURN(c.fp8_high_precision_layers,
                    config.GetInt("train.fp8_high_precision_layers", c.fp8_high_precision_layers));
   if (c.fp8_high_precision_layers < 0) {

@@ -9,6 +9,7 @@
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
 #include "anvil/data/loader.h"
+#include "anvil/kernels/gemm.h"
 #include "anvil/kernels/quant.h"
 #include "anvil/model/config.h"
 #include "anvil/profile/peak.h"
@@ -35,6 +36,12 @@ struct TrainConfig {
   // train.fp8_grad_format: "e4m3" (DeepSeek-V3) or "e5m2" for the output
   // gradients of the FP8 precisions.
   kernels::Fp8Format fp8_grad_format = kernels::Fp8Format::kE4M3;
+  // train.fp8_decode: the dot product FP8 values are decoded to, "bf16",
+  // "f32" or "auto" (fp8_decode_auto: the trainer picks the faster from the
+  // measured peaks and records the choice in the resolved config, so a resume
+  // keeps it: the two give different bits).
+  kernels::Fp8Decode fp8_decode = kernels::Fp8Decode::kF32;
+  bool fp8_decode_auto = true;
   // train.fp8_high_precision_layers: with an FP8 precision, the first and the
   // last this many layers keep f32 GEMMs (the LM head always does).
   int64_t fp8_high_precision_layers = 0;

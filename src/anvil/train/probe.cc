@@ -32,15 +32,15 @@ ProbeStats ComputeProbeStats(std::span<const float> x, bool fp8_underflow) {
   }
   s.rms = finite > 0 ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0.0;
   if (fp8_underflow) {
-    // Scaled so max |x| lands on 448, a value rounds to zero below half of
-    // E4M3's smallest subnormal (2^-9): |x| < max |x| / 448 * 2^-10.
+    // Scaled so max |x| lands on 448, a value rounds to zero up to half of
+    // E4M3's smallest subnormal (2^-9; the tie goes to even, 0): |x| <= max |x| / 448 * 2^-10.
     const double threshold = s.max_abs / 448.0 * std::ldexp(1.0, -10);
     int64_t nonzero = 0, under = 0;
     for (const float v : x) {
       const double a = std::fabs(static_cast<double>(v));
       if (!std::isfinite(a) || a == 0) continue;
       ++nonzero;
-      under += a < threshold;
+      under += a <= threshold;
     }
     s.fp8_underflow = nonzero > 0 ? static_cast<double>(under) / static_cast<double>(nonzero) : 0.0;
   }

@@ -151,7 +151,7 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   // The peaks are MFU's denominators, and "auto" precision picks the faster one.
   std::optional<profile::PeakFlops> peak;
   const bool fp8 = model::IsFp8(train_.precision);
-  if (options_.peak_gflops <= 0 || train_.precision_auto || fp8) {
+  if (options_.peak_gflops <= 0 || train_.precision_auto || (fp8 && train_.fp8_decode_auto)) {
     peak = profile::MeasurePeakFlops(*pool_);
     // Rank 0's measurement for all: ranks must pick the same precision.
     double v[3] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_native ? 1.0 : 0.0};
@@ -164,9 +164,15 @@ Status Trainer::Init(Config config, const RunOptions& options) {
     train_.precision = AutoPrecision(*peak);
     config_.Resolve("train.precision", std::string(model::PrecisionName(train_.precision)));
   }
-  // FP8 values meet in the machine's faster dot product (exact in either).
-  const bool bf16_dot = peak && AutoPrecision(*peak) == model::Precision::kBF16;
-  fp8_decode_ = bf16_dot ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+  // FP8 values meet in the machine's faster dot product; the choice is
+  // recorded, so a resume decodes as the run did.
+  if (fp8 && train_.fp8_decode_auto) {
+    const bool bf16_dot = AutoPrecision(*peak) == model::Precision::kBF16;
+    train_.fp8_decode = bf16_dot ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+    config_.Resolve("train.fp8_decode",
+                    std::string(train_.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32"));
+  }
+  const bool bf16_dot = train_.fp8_decode == kernels::Fp8Decode::kBf16;
   if (options_.peak_gflops > 0) {
     peak_gflops_ = options_.peak_gflops;
   } else {
@@ -219,7 +225,7 @@ Status Trainer::Build() {
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len,
                                .buffers = {.weights = zero < 3, .grads = zero < 2},
-                               .fp8 = {.grad = train_.fp8_grad_format, .decode = fp8_decode_},
+                               .fp8 = {.grad = train_.fp8_grad_format, .decode = train_.fp8_decode},
                                .fp8_high_precision_layers =
                                    static_cast<int>(train_.fp8_high_precision_layers)};
   ASSIGN_OR_RETURN(memory_estimate_,
@@ -465,7 +471,9 @@ StepMetrics Trainer::Step() {
 void Trainer::ProbeParams(std::span<const float> grads, int64_t& index) {
   const model::LlamaParams& params = model_->params();
   const bool fp8 = model::IsFp8(train_.precision);
-  const bool whole_grads = static_cast<int64_t>(grads.size()) == params.size();
+  // Reduced whole only without ZeRO (ZeRO-1 may hand back the whole buffer
+  // with this rank's shard reduced in it).
+  const bool whole_grads = plan_->zero() == 0 && static_cast<int64_t>(grads.size()) == params.size();
   for (const model::ParamInfo& p : params.params()) {
     if (!whole_grads) break;  // a ZeRO shard: this rank holds part of each
     probe_->Write({.step = step_ + 1, .index = index++, .name = p.name, .kind = "param_grad",

@@ -192,7 +192,6 @@ class Trainer {
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
   double peak_gflops_ = 0;
-  kernels::Fp8Decode fp8_decode_ = kernels::Fp8Decode::kF32;  // FP8 precisions: the dot's format
   double flops_per_token_ = 0;
   int64_t memory_estimate_ = 0;
 

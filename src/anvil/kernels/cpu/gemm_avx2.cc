@@ -103,7 +103,7 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, float* c, int6
 }
 
 struct Tier {
-  static constexpr bool kFp8Pairs = false;  // GemmFp8 packs bf16 k-pairs for the f32 kernel
+  static constexpr bool kFp8Pairs = false;  // GemmFp8 packs f32 words for the f32 kernel
   static constexpr int64_t kMr = avx2::kMr;
   static constexpr int64_t kNr = avx2::kNr;
   static constexpr int64_t kMc = avx2::kMc;

@@ -322,7 +322,11 @@ struct BlockScaleOf {
 };
 inline BlockScaleOf ScaleOfBlock(float amax, float fp8_max, int fp8_emax, BlockScale rule) {
   if (amax != amax) return {simd_detail::FromBits(0x7FC00000u), 0xFF};
-  if (rule == BlockScale::kAmax) return {amax == 0.0f ? 1.0f : amax / fp8_max, 0};
+  if (rule == BlockScale::kAmax) {
+    // A quotient below the least f32 (amax < ~6e-43) takes that least value.
+    const float q = amax / fp8_max;
+    return {amax == 0.0f ? 1.0f : (q == 0.0f ? simd_detail::FromBits(1u) : q), 0};
+  }
   uint32_t code = 0;  // 2^-127: an all-zero block
   if (rule == BlockScale::kMxOcp) {
     if (amax > 0.0f) {

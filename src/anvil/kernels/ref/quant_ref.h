@@ -48,7 +48,11 @@ struct Scale {
 };
 inline Scale BlockScaleOf(float amax, Fp8Format f, BlockScale rule) {
   if (std::isnan(amax)) return {std::numeric_limits<float>::quiet_NaN(), 0xFF};
-  if (rule == BlockScale::kAmax) return {amax == 0.0f ? 1.0f : amax / Fp8Max(f), 0};
+  if (rule == BlockScale::kAmax) {
+    if (amax == 0.0f) return {1.0f, 0};
+    const float q = amax / Fp8Max(f);
+    return {q > 0.0f ? q : std::numeric_limits<float>::denorm_min(), 0};
+  }
   int e = -127;  // an all-zero block
   if (rule == BlockScale::kMxOcp) {
     if (amax > 0.0f) e = std::ilogb(amax) - Fp8MaxExponent(f);
