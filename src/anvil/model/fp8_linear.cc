@@ -31,36 +31,41 @@ void Fp8Linear::CheckFits(const Buffers& buf, int64_t rows, int64_t k, int64_t b
   CHECK_LE(rows * ((k + block - 1) / block), buf.max_scales) << "FP8 scales beyond their buffer";
 }
 
-Fp8Operand Fp8Linear::Rows(const kernels::KernelCtx& ctx, int64_t rows, int64_t k, const float* x,
-                           Fp8Format format, const Buffers& buf) const {
+BlockQuant Fp8Linear::Blocks(Fp8Format format) const {
   const bool mx = recipe_.kind == Fp8Recipe::Kind::kMx;
-  const BlockQuant q{format, mx ? recipe_.mx_rule : BlockScale::kAmax, mx ? kMxBlock : kBlock};
-  CheckFits(buf, rows, k, q.block);
-  kernels::QuantizeRows(ctx, rows, k, x, q, buf.codes,
-                        mx ? QuantScales{.e8m0 = buf.e8m0} : QuantScales{.f32 = buf.scales});
+  return {format, mx ? recipe_.mx_rule : BlockScale::kAmax, mx ? kMxBlock : kBlock};
+}
+
+Fp8Operand Fp8Linear::BlockOperand(const BlockQuant& q, const Buffers& buf) {
+  const bool mx = q.scale != BlockScale::kAmax;
   return {.data = buf.codes,
-          .format = format,
+          .format = q.format,
           .scaling = mx ? Fp8Scaling::kMx : Fp8Scaling::kRowBlocks,
           .scales = buf.scales,
           .e8m0 = buf.e8m0,
           .block = q.block};
 }
 
+QuantScales Fp8Linear::ScalesFor(const BlockQuant& q, const Buffers& buf) {
+  return q.scale != BlockScale::kAmax ? QuantScales{.e8m0 = buf.e8m0}
+                                      : QuantScales{.f32 = buf.scales};
+}
+
+Fp8Operand Fp8Linear::Rows(const kernels::KernelCtx& ctx, int64_t rows, int64_t k, const float* x,
+                           Fp8Format format, const Buffers& buf) const {
+  const BlockQuant q = Blocks(format);
+  CheckFits(buf, rows, k, q.block);
+  kernels::QuantizeRows(ctx, rows, k, x, q, buf.codes, ScalesFor(q, buf));
+  return BlockOperand(q, buf);
+}
+
 Fp8Operand Fp8Linear::ColumnsTransposed(const kernels::KernelCtx& ctx, int64_t k, int64_t cols,
                                         const float* x, Fp8Format format,
                                         const Buffers& buf) const {
-  const bool mx = recipe_.kind == Fp8Recipe::Kind::kMx;
-  const BlockQuant q{format, mx ? recipe_.mx_rule : BlockScale::kAmax, mx ? kMxBlock : kBlock};
+  const BlockQuant q = Blocks(format);
   CheckFits(buf, cols, k, q.block);
-  kernels::QuantizeColumnsTransposed(
-      ctx, k, cols, x, q, buf.codes,
-      mx ? QuantScales{.e8m0 = buf.e8m0} : QuantScales{.f32 = buf.scales});
-  return {.data = buf.codes,
-          .format = format,
-          .scaling = mx ? Fp8Scaling::kMx : Fp8Scaling::kRowBlocks,
-          .scales = buf.scales,
-          .e8m0 = buf.e8m0,
-          .block = q.block};
+  kernels::QuantizeColumnsTransposed(ctx, k, cols, x, q, buf.codes, ScalesFor(q, buf));
+  return BlockOperand(q, buf);
 }
 
 Fp8Operand Fp8Linear::Tensor(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,

@@ -86,6 +86,11 @@ class Fp8Linear {
     int64_t max_codes;
     int64_t max_scales;
   };
+  // The recipe's blocks along K (1 x 128 with f32 scales, or MX 32 with E8M0).
+  kernels::BlockQuant Blocks(kernels::Fp8Format format) const;
+  // The GEMM operand of codes quantized with q into buf, and where q's scales go.
+  static kernels::Fp8Operand BlockOperand(const kernels::BlockQuant& q, const Buffers& buf);
+  static kernels::QuantScales ScalesFor(const kernels::BlockQuant& q, const Buffers& buf);
   // CHECKs that an operand of rows x k in blocks of `block` fits `buf`.
   static void CheckFits(const Buffers& buf, int64_t rows, int64_t k, int64_t block);
   // x [rows, k] quantized along its rows (blocks along k) into `buf`.
