@@ -5,7 +5,8 @@
 #     validation loss, the final weights and AdamW's m and v
 #     (compare_runs.py). Also with overlap off, with one tensor per bucket,
 #     and 2 ranks x 2 micro-batches (ZeRO-0 to 3; ZeRO-3 with full recompute)
-#     == 1 process x 4.
+#     == 1 process x 4; the FP8 recipes fp8-block and mxfp8 at ZeRO-1 (and
+#     mxfp8 at ZeRO-3).
 #  2. Resharding: a run started as dp4-zero3, continued from its step-2
 #     checkpoint by 1 process (grad_accum 4), continued from that run's
 #     step-4 checkpoint as dp2-zero1 (grad_accum 2), ends where the
@@ -67,6 +68,16 @@ dp dp2_z2_a2_bf16 2 bf16 2 2
 compare "$work/one_bf16_a4" "$work/dp2_z2_a2_bf16"
 dp dp2_z3_a2_bf16 2 bf16 3 2 --set train.recompute=full
 compare "$work/one_bf16_a4" "$work/dp2_z3_a2_bf16"
+
+# The FP8 recipes are per-row math inside each rank's GEMMs: data parallel
+# trains them bitwise like one process too (ZeRO-1, and ZeRO-3 for one).
+for p in fp8-block mxfp8; do
+  one "one_${p}_a2" "$p" 2
+  dp "dp2_z1_$p" 2 "$p" 1 1
+  compare "$work/one_${p}_a2" "$work/dp2_z1_$p"
+done
+dp dp2_z3_mxfp8 2 mxfp8 3 1
+compare "$work/one_mxfp8_a2" "$work/dp2_z3_mxfp8"
 
 # A model smaller than two norm chunks (16384 elements): ranks 2 and 3 of 4
 # own no shard and must still take part in every collective.
