@@ -18,6 +18,7 @@
 #include "anvil/core/rng.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/kernels/gemm.h"
+#include "anvil/kernels/quant.h"
 #include "anvil/profile/peak.h"
 #include "peers/onednn.h"
 #include "peers/openblas.h"
@@ -56,6 +57,45 @@ struct Operands {
   }
 };
 
+// FP8 operands quantized once from f32 ones, outside any timing: "fp8" is
+// DeepSeek-V3's layout (A in 1 x 128 row blocks, B [k, n] in 128 x 128
+// tiles), "mxfp8" MX blocks of 32 along K on both (B stored [n, k]).
+struct Fp8Operands {
+  std::vector<uint8_t> qa, qb, ea, eb;
+  std::vector<float> sa, sb;
+  kernels::Fp8Operand a, b;
+  kernels::GemmArgs args;
+  Fp8Operands(const kernels::KernelCtx& ctx, const GemmShape& s, bool mx)
+      : qa(s.m * s.k),
+        qb(s.k * s.n),
+        ea(s.m * (s.k / 32 + 1)),
+        eb(s.n * (s.k / 32 + 1)),
+        sa(s.m * (s.k / 128 + 1)),
+        sb((s.k / 128 + 1) * (s.n / 128 + 1)) {
+    AlignedBuffer fa(s.m * s.k * 4), fb(s.k * s.n * 4);
+    Operands::Fill(fa, s.m * s.k, false, 1);
+    Operands::Fill(fb, s.k * s.n, false, 2);
+    const auto* xa = reinterpret_cast<const float*>(fa.data());
+    const auto* xb = reinterpret_cast<const float*>(fb.data());
+    args = {.m = s.m, .n = s.n, .k = s.k};
+    if (mx) {
+      const kernels::BlockQuant q{kernels::Fp8Format::kE4M3, kernels::BlockScale::kMxOcp, 32};
+      kernels::QuantizeRows(ctx, s.m, s.k, xa, q, qa.data(), {.e8m0 = ea.data()});
+      kernels::QuantizeColumnsTransposed(ctx, s.k, s.n, xb, q, qb.data(), {.e8m0 = eb.data()});
+      a = {.data = qa.data(), .scaling = kernels::Fp8Scaling::kMx, .e8m0 = ea.data(), .block = 32};
+      b = {.data = qb.data(), .scaling = kernels::Fp8Scaling::kMx, .e8m0 = eb.data(), .block = 32};
+      args.trans_b = kernels::Trans::kT;
+    } else {
+      const kernels::BlockQuant q{kernels::Fp8Format::kE4M3, kernels::BlockScale::kAmax, 128};
+      kernels::QuantizeRows(ctx, s.m, s.k, xa, q, qa.data(), {.f32 = sa.data()});
+      kernels::QuantizeTiles(ctx, s.k, s.n, xb, kernels::Fp8Format::kE4M3, 128, qb.data(),
+                             sb.data());
+      a = {.data = qa.data(), .scaling = kernels::Fp8Scaling::kRowBlocks, .scales = sa.data()};
+      b = {.data = qb.data(), .scaling = kernels::Fp8Scaling::kTiles, .scales = sb.data()};
+    }
+  }
+};
+
 struct Result {
   GemmShape shape;
   std::string dtype;
@@ -78,8 +118,8 @@ std::string Json(const Result& r, int threads, const std::string& core, const st
       "{{\"m\":{},\"n\":{},\"k\":{},\"dtype\":\"{}\",\"threads\":{},\"gflops\":{:.1f},"
       "\"peak_fraction\":{:.3f},\"openblas_gflops\":{},\"onednn_gflops\":{},"
       "\"openblas_core\":\"{}\",\"onednn_isa\":\"{}\",\"gbs\":{:.1f},\"dram_fraction\":{:.3f}}}",
-      r.shape.m, r.shape.n, r.shape.k, r.dtype, threads, r.gflops, r.peak_fraction,
-      opt(r.openblas), opt(r.onednn), core, isa, r.gbs, dram > 0 ? r.gbs / dram : 0.0);
+      r.shape.m, r.shape.n, r.shape.k, r.dtype, threads, r.gflops, r.peak_fraction, opt(r.openblas),
+      opt(r.onednn), core, isa, r.gbs, dram > 0 ? r.gbs / dram : 0.0);
 }
 
 }  // namespace
@@ -119,15 +159,41 @@ int RunGemmBench(const GemmBenchOptions& options) {
     isa = OneDnnIsa();
   }
   if (!options.json) {
-    fmt::print("anvil isa {}, threads {}; peak f32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s; DRAM read "
-               "{:.1f} GB/s\npeers: OpenBLAS core {}, oneDNN isa {}\n",
-               IsaName(ctx.isa()), threads, peak.f32_gflops, peak.bf16_gflops, dram, core, isa);
+    fmt::print(
+        "anvil isa {}, threads {}; peak f32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s; DRAM read "
+        "{:.1f} GB/s\npeers: OpenBLAS core {}, oneDNN isa {}\n",
+        IsaName(ctx.isa()), threads, peak.f32_gflops, peak.bf16_gflops, dram, core, isa);
     fmt::print("{:>22} {:>5} {:>9} {:>6} {:>9} {:>9} {:>7} {:>8} {:>6}\n", "m x n x k", "dtype",
                "GFLOP/s", "peak", "OpenBLAS", "oneDNN", "vs best", "B GB/s", "DRAM");
   }
+  // FP8 values meet in the faster of the two dot products (as training picks).
+  const bool fp8_bf16 = peak.bf16_native && peak.bf16_gflops > 1.25 * peak.f32_gflops;
   for (const std::string& dtype : dtypes) {
     const bool bf16 = dtype == "bf16";
     for (const GemmShape& s : shapes) {
+      if (dtype == "fp8" || dtype == "mxfp8") {  // no peer multiplies FP8 on a CPU
+        const Fp8Operands f(ctx, s, dtype == "mxfp8");
+        std::vector<float> c(s.m * s.n);
+        const auto decode = fp8_bf16 ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+        const Timing t =
+            TimeMedian([&] { kernels::GemmFp8(ctx, f.args, f.a, f.b, c.data(), decode); },
+                       options.min_seconds);
+        Result r;
+        r.shape = s;
+        r.dtype = dtype;
+        r.gflops = 2.0 * s.m * s.n * s.k / t.median_seconds * 1e-9;
+        r.peak_fraction = r.gflops / (fp8_bf16 ? peak.bf16_gflops : peak.f32_gflops);
+        r.gbs = static_cast<double>(s.k * s.n) / t.median_seconds * 1e-9;
+        if (options.json) {
+          fmt::print("{}\n", Json(r, threads, core, isa, dram));
+        } else {
+          fmt::print("{:>22} {:>5} {:9.1f} {:5.0f}% {:>9} {:>9} {:>7} {:8.1f} {:5.0f}%\n",
+                     fmt::format("{}x{}x{}", s.m, s.n, s.k), dtype, r.gflops, 100 * r.peak_fraction,
+                     "-", "-", "-", r.gbs, 100 * r.gbs / dram);
+        }
+        std::fflush(stdout);
+        continue;
+      }
       Operands ops(s, bf16);
       const double flop = 2.0 * s.m * s.n * s.k;
       const kernels::GemmArgs args{.m = s.m, .n = s.n, .k = s.k};

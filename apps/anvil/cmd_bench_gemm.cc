@@ -25,8 +25,10 @@ void AddBenchGemm(CLI::App& bench) {
   auto shapes = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = bench.add_subcommand("gemm", "GEMM GFLOP/s vs OpenBLAS, oneDNN and the peak");
   cmd->add_option("--shape", *shapes, "MxNxK (repeatable); default: training and decode shapes");
-  cmd->add_option("--dtype", options->dtypes, "f32 and/or bf16 (repeatable); default: both")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--dtype", options->dtypes,
+                  "f32, bf16, fp8 (DeepSeek-V3 blocks) or mxfp8 (repeatable); default: f32 and "
+                  "bf16. FP8 runs without peers, decoded to the machine's faster dot product")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8", "mxfp8"}));
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-peers", options->peers, "Skip OpenBLAS and oneDNN");
