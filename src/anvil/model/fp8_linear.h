@@ -11,17 +11,18 @@
 //
 // fp8-tensor (current scaling): one scale per operand from its amax
 // (fp8_max / amax), E4M3 (the gradient format selectable); the weight
-// gradient's operands are cast transposed. fp8-block (DeepSeek-V3): E4M3 everywhere (the gradient
-// format selectable), 1 x 128 blocks for activations and gradients, 128 x 128 tiles for weights,
-// partial sums promoted to f32 every 128 of K. mxfp8: E4M3 elements in
-// blocks of 32 along K with an E8M0 scale (OCP rule, or NVIDIA's round-up),
-// each operand quantized along its own K from the unquantized tensor, so the
-// weight gradient's operands are quantized along the token axis (the "other
-// axis" of the forward).
+// gradient's operands are cast transposed. fp8-block (DeepSeek-V3): E4M3
+// everywhere (the gradient format selectable), 1 x 128 blocks for
+// activations and gradients, 128 x 128 tiles for weights, partial sums
+// promoted to f32 every 128 of K. mxfp8: E4M3 elements in blocks of 32 along
+// K with an E8M0 scale (OCP rule, or NVIDIA's round-up), each operand
+// quantized along its own K from the unquantized tensor, so the weight
+// gradient's operands are quantized along the token axis (the "other axis"
+// of the forward).
 //
 // Each operand is quantized afresh for each GEMM (the weights twice a step,
-// three times with full recompute);
-// buffers come from the model's activation arena.
+// three times with full recompute); buffers come from the model's
+// activation arena.
 #pragma once
 
 #include <algorithm>
