@@ -13,7 +13,6 @@
 
 #include <cstdint>
 
-#include "anvil/core/dtype.h"
 #include "anvil/kernels/ctx.h"
 
 namespace anvil::kernels {
@@ -22,7 +21,6 @@ enum class Fp8Format : uint8_t {
   kE4M3,  // max 448, for weights and activations (and gradients in DeepSeek-V3's recipe)
   kE5M2,  // max 57344, the wider range for gradients
 };
-DType DTypeOf(Fp8Format format);
 float Fp8Max(Fp8Format format);        // 448 or 57344
 int Fp8MaxExponent(Fp8Format format);  // emax of an element: 8 (E4M3) or 15 (E5M2)
 

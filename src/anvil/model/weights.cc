@@ -25,13 +25,6 @@ void ParallelChunks(const kernels::KernelCtx& ctx, int64_t n, Fn&& fn) {
 
 }  // namespace
 
-std::vector<int64_t> ParamInfo::global_shape(int tp) const {
-  std::vector<int64_t> whole = shape;
-  if (split == TpSplit::kColumns) whole[1] *= tp;
-  if (split == TpSplit::kRows) whole[0] *= tp;
-  return whole;
-}
-
 std::vector<ShardSegment> ShardSegments(const ParamInfo& p, const ShardInfo& shard) {
   const int tp = shard.size, r = shard.rank;
   if (p.split == TpSplit::kReplicated || tp == 1) return {{0, 0, p.numel}};

@@ -79,8 +79,6 @@ struct ParamInfo {
   TpSplit split = TpSplit::kReplicated;
   std::vector<int64_t> column_parts;  // kColumns: the whole tensor's column groups
   int index = 0;  // position in the whole model's list of tensors (its init stream)
-  // The whole tensor's shape (all ranks' slices together).
-  std::vector<int64_t> global_shape(int tp) const;
 };
 
 // The layers a pipeline stage runs, [first_layer, end): the first stage also

@@ -78,7 +78,6 @@ void CheckBlockArgs(int64_t rows, int64_t cols, const float* x, const BlockQuant
 
 }  // namespace
 
-DType DTypeOf(Fp8Format format) { return format == Fp8Format::kE4M3 ? DType::kE4M3 : DType::kE5M2; }
 float Fp8Max(Fp8Format format) { return format == Fp8Format::kE4M3 ? 448.0f : 57344.0f; }
 int Fp8MaxExponent(Fp8Format format) { return format == Fp8Format::kE4M3 ? 8 : 15; }
 
