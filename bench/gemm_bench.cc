@@ -18,6 +18,7 @@
 #include "anvil/core/rng.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/kernels/gemm.h"
+#include "anvil/kernels/gemm_int.h"
 #include "anvil/kernels/quant.h"
 #include "anvil/profile/peak.h"
 #include "peers/onednn.h"
@@ -171,19 +172,15 @@ int RunGemmBench(const GemmBenchOptions& options) {
   for (const std::string& dtype : dtypes) {
     const bool bf16 = dtype == "bf16";
     for (const GemmShape& s : shapes) {
-      if (dtype == "fp8" || dtype == "mxfp8") {  // no peer multiplies FP8 on a CPU
-        const Fp8Operands f(ctx, s, dtype == "mxfp8");
-        std::vector<float> c(s.m * s.n);
-        const auto decode = fp8_bf16 ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
-        const Timing t =
-            TimeMedian([&] { kernels::GemmFp8(ctx, f.args, f.a, f.b, c.data(), decode); },
-                       options.min_seconds);
+      // FP8 and the integer GEMMs run alone: no peer multiplies FP8 on a CPU,
+      // and the integer ones are measured against anvil's bf16 in the same run.
+      auto report_alone = [&](double seconds, double peak_gflops, double b_bytes) {
         Result r;
         r.shape = s;
         r.dtype = dtype;
-        r.gflops = 2.0 * s.m * s.n * s.k / t.median_seconds * 1e-9;
-        r.peak_fraction = r.gflops / (fp8_bf16 ? peak.bf16_gflops : peak.f32_gflops);
-        r.gbs = static_cast<double>(s.k * s.n) / t.median_seconds * 1e-9;
+        r.gflops = 2.0 * s.m * s.n * s.k / seconds * 1e-9;
+        r.peak_fraction = r.gflops / peak_gflops;
+        r.gbs = b_bytes / seconds * 1e-9;
         if (options.json) {
           fmt::print("{}\n", Json(r, threads, core, isa, dram));
         } else {
@@ -192,6 +189,37 @@ int RunGemmBench(const GemmBenchOptions& options) {
                      "-", "-", "-", r.gbs, 100 * r.gbs / dram);
         }
         std::fflush(stdout);
+      };
+      if (dtype == "fp8" || dtype == "mxfp8") {
+        const Fp8Operands f(ctx, s, dtype == "mxfp8");
+        std::vector<float> c(s.m * s.n);
+        const auto decode = fp8_bf16 ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+        const Timing t =
+            TimeMedian([&] { kernels::GemmFp8(ctx, f.args, f.a, f.b, c.data(), decode); },
+                       options.min_seconds);
+        report_alone(t.median_seconds, fp8_bf16 ? peak.bf16_gflops : peak.f32_gflops,
+                     static_cast<double>(s.k * s.n));
+        continue;
+      }
+      if (dtype == "w8a8" || dtype == "w4a8") {
+        // Weights quantized once outside the timing; each call quantizes its
+        // activations (dynamic, per row) as inference does. Peak: f32's.
+        AlignedBuffer fa(s.m * s.k * 4), fb(s.k * s.n * 4);
+        Operands::Fill(fa, s.m * s.k, false, 1);
+        Operands::Fill(fb, s.k * s.n, false, 2);
+        const kernels::IntWeights w = kernels::QuantizeWeightsInt(
+            ctx, s.k, s.n, reinterpret_cast<const float*>(fb.data()), 0,
+            dtype == "w8a8" ? kernels::IntBits::kInt8 : kernels::IntBits::kInt4);
+        AlignedBuffer rows(kernels::IntRowsBytes(s.m, s.k));
+        std::vector<float> c(s.m * s.n);
+        const Timing t = TimeMedian(
+            [&] {
+              const kernels::IntRows a =
+                  kernels::QuantizeRowsInt8(ctx, s.m, s.k, reinterpret_cast<const float*>(fa.data()), 0, rows.data());
+              kernels::GemmInt(ctx, a, w, c.data(), 0, false);
+            },
+            options.min_seconds);
+        report_alone(t.median_seconds, peak.f32_gflops, static_cast<double>(w.bytes()));
         continue;
       }
       Operands ops(s, bf16);

@@ -13,7 +13,7 @@ struct GemmShape {
 
 struct GemmBenchOptions {
   std::vector<GemmShape> shapes;          // empty: the default training + decode shapes
-  std::vector<std::string> dtypes;        // "f32", "bf16", "fp8", "mxfp8"; empty: f32 and bf16
+  std::vector<std::string> dtypes;        // "f32", "bf16", "fp8", "mxfp8", "w8a8", "w4a8"; empty: f32 and bf16
   int threads = 0;                        // 0: all (ANVIL_THREADS)
   bool peers = true;                      // also run OpenBLAS and oneDNN
   bool json = false;                      // one JSON object per line instead of a table

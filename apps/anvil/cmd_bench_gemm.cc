@@ -26,9 +26,10 @@ void AddBenchGemm(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("gemm", "GEMM GFLOP/s vs OpenBLAS, oneDNN and the peak");
   cmd->add_option("--shape", *shapes, "MxNxK (repeatable); default: training and decode shapes");
   cmd->add_option("--dtype", options->dtypes,
-                  "f32, bf16, fp8 (DeepSeek-V3 blocks) or mxfp8 (repeatable); default: f32 and "
-                  "bf16. FP8 runs without peers, decoded to the machine's faster dot product")
-      ->check(CLI::IsMember({"f32", "bf16", "fp8", "mxfp8"}));
+                  "f32, bf16, fp8 (DeepSeek-V3 blocks), mxfp8, w8a8 or w4a8 (repeatable); "
+                  "default: f32 and bf16. FP8 runs without peers, decoded to the machine's "
+                  "faster dot product; w8a8/w4a8 without peers, activations quantized per call")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8", "mxfp8", "w8a8", "w4a8"}));
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-peers", options->peers, "Skip OpenBLAS and oneDNN");

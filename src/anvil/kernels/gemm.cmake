@@ -1,4 +1,4 @@
-# GEMM: gemm.h (API), ref/gemm_ref.h and ref/gemm_fp8_ref.h (double oracles),
+# GEMM: gemm.h (API), gemm_int.h (W8A8/W4A8 inference: cpu/gemm_int*.cc), ref/gemm_ref.h and ref/gemm_fp8_ref.h (double oracles),
 # cpu/gemm.cc (checks, tiers, thread partition), cpu/gemm_scalar.cc (portable
 # tier), AVX2 and AVX-512 units (packed driver cpu/gemm_driver.h, packing,
 # FP8 packing and block scaling cpu/gemm_fp8.h, streaming decode).
@@ -10,11 +10,14 @@ set(_gemm_sources
   ${_gemm}/cpu/gemm_avx512.cc
   ${_gemm}/cpu/gemm_avx512_pack.cc
   ${_gemm}/cpu/gemm_avx512_decode.cc
+  ${_gemm}/cpu/gemm_int.cc
+  ${_gemm}/cpu/gemm_int_avx2.cc
+  ${_gemm}/cpu/gemm_int_avx512.cc
 )
 target_sources(anvil_kernels PRIVATE ${_gemm_sources})
-anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc)
+anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc ${_gemm}/cpu/gemm_int_avx2.cc)
 anvil_isa_source(AVX512 ${_gemm}/cpu/gemm_avx512.cc ${_gemm}/cpu/gemm_avx512_pack.cc
-                 ${_gemm}/cpu/gemm_avx512_decode.cc)
+                 ${_gemm}/cpu/gemm_avx512_decode.cc ${_gemm}/cpu/gemm_int_avx512.cc)
 # Every fused multiply-add is written as one (intrinsic or fma()); nothing
 # else may be contracted, or the documented summation order would not hold.
 foreach(src ${_gemm_sources})
@@ -23,4 +26,7 @@ endforeach()
 
 anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels)
 anvil_test(kernels_gemm_fp8_test SOURCES ${_gemm}/gemm_fp8_test.cc LIBS anvil_kernels)
+anvil_test(kernels_gemm_int_test SOURCES ${_gemm}/gemm_int_test.cc LIBS anvil_kernels)
+# The integer GEMM's oracle rounds as the header defines: no contraction there either.
+set_property(SOURCE ${_gemm}/gemm_int_test.cc APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 anvil_bench(kernels_gemm_bench SOURCES ${_gemm}/gemm_bench.cc LIBS anvil_kernels)

@@ -1,0 +1,275 @@
+// Integer GEMMs (gemm_int.h): weight and activation quantization, the tier
+// choice, the thread split over column panels, and the scalar tier's panel
+// kernel (which reads the same packed layout as the SIMD ones).
+#include "anvil/kernels/gemm_int.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "anvil/core/check.h"
+#include "anvil/kernels/cpu/gemm_int_internal.h"
+#include "anvil/profile/trace.h"
+
+namespace anvil::kernels {
+namespace {
+
+using gemm_int_internal::Kernels;
+using gemm_int_internal::PanelTask;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+// Below this many multiply-adds one thread does the whole call.
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 17;
+// int8 sums over one group fit int32 on every tier up to this K (the VNNI
+// kernel's offset operand reaches 255 * 127 per product).
+constexpr int64_t kMaxInt8K = 65536;
+
+// The code of v under `inv` (= max_code / amax): round to nearest even, clamped.
+int Encode(float v, float inv, int max_code) {
+  const float r = std::nearbyint(v * inv);
+  return static_cast<int>(std::clamp(r, static_cast<float>(-max_code), static_cast<float>(max_code)));
+}
+
+// amax of n values at stride `stride`; NaN if any is an infinity or a NaN.
+float AmaxOf(const float* x, int64_t n, int64_t stride) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i * stride];
+    if (!std::isfinite(v)) return kNaN;
+    amax = std::max(amax, std::fabs(v));
+  }
+  return amax;
+}
+
+// The scale and the inverse used to encode, for a block of this amax.
+struct BlockScaleOf {
+  float scale = 0;  // s: dequantized = code * s
+  float inv = 0;    // code = rne(v * inv)
+  BlockScaleOf(float amax, int max_code) {
+    if (amax != amax) {
+      scale = kNaN;
+    } else if (amax > 0) {
+      scale = amax / static_cast<float>(max_code);
+      inv = static_cast<float>(max_code) / amax;
+    }
+  }
+};
+
+// The scalar tier: one row, int32 sums from the packed lines.
+void ScalarPanel(const PanelTask& t, bool int4) {
+  for (int64_t r = 0; r < t.rows; ++r) {
+    const int8_t* q = t.q + r * t.ld;
+    for (int c = 0; c < t.columns; ++c) {
+      float s = 0;
+      for (int64_t g = 0; g < t.groups; ++g) {
+        const int64_t l0 = g * t.lines_per_group;
+        const int64_t l1 = std::min(t.lines, l0 + t.lines_per_group);
+        int32_t acc = 0;
+        for (int64_t l = l0; l < l1; ++l) {
+          const uint8_t* line = t.lines_data + l * 64 + c * 4;
+          for (int i = 0; i < 4; ++i) {
+            if (int4) {
+              acc += (static_cast<int>(line[i] & 15) - 8) * q[l * 8 + i];
+              acc += (static_cast<int>(line[i] >> 4) - 8) * q[l * 8 + 4 + i];
+            } else {
+              acc += static_cast<int8_t>(line[i]) * q[l * 4 + i];
+            }
+          }
+        }
+        const float f = static_cast<float>(acc);
+        const float sw = t.scales[g * t.scale_stride + c];
+        s = g == 0 ? f * sw : std::fma(f, sw, s);
+      }
+      const float out = s * t.row_scales[r];
+      float& y = t.y[r * t.ldy + c];
+      y = t.accumulate ? y + out : out;
+    }
+  }
+}
+
+const Kernels& ScalarKernels() {
+  static constexpr Kernels kKernels = {
+      [](const PanelTask& t) { ScalarPanel(t, false); },
+      [](const PanelTask& t) { ScalarPanel(t, true); },
+      1,
+  };
+  return kKernels;
+}
+
+const Kernels& KernelsFor(Isa isa) {
+  if (isa == Isa::kAvx512 && GetCpuFeatures().avx512_vnni) {
+    return gemm_int_internal::Avx512Kernels();
+  }
+  if (isa != Isa::kScalar) return gemm_int_internal::Avx2Kernels();
+  return ScalarKernels();
+}
+
+}  // namespace
+
+int64_t IntWeights::bytes() const {
+  return static_cast<int64_t>(codes_.size()) + groups_ * padded_n() * 4 +
+         (bits_ == IntBits::kInt8 ? padded_n() * 4 : 0);
+}
+
+int IntWeights::Code(int64_t kk, int64_t j) const {
+  const uint8_t* line = panel(j / 16) + (kk / k_per_line()) * 64 + (j % 16) * 4;
+  const int64_t i = kk % k_per_line();
+  if (bits_ == IntBits::kInt8) return static_cast<int8_t>(line[i]);
+  return (i < 4 ? (line[i] & 15) : (line[i - 4] >> 4)) - 8;
+}
+
+IntWeights QuantizeWeightsInt(const KernelCtx& ctx, int64_t k, int64_t n, const float* w,
+                              int64_t ldw, IntBits bits) {
+  ANVIL_TRACE_ZONE("quantize_weights_int");
+  CHECK(k > 0 && n > 0) << "QuantizeWeightsInt: k and n must be > 0, got " << k << ", " << n;
+  if (ldw == 0) ldw = n;
+  CHECK_GE(ldw, n) << "QuantizeWeightsInt: ldw";
+  const bool int4 = bits == IntBits::kInt4;
+  CHECK(int4 || k <= kMaxInt8K) << "QuantizeWeightsInt: int8 weights take k <= " << kMaxInt8K
+                                << ", got " << k;
+  IntWeights out;
+  out.k_ = k;
+  out.n_ = n;
+  out.bits_ = bits;
+  out.group_ = int4 ? kInt4Group : k;
+  out.groups_ = (k + out.group_ - 1) / out.group_;
+  const int64_t pn = out.padded_n(), panels = pn / 16, lines = out.lines();
+  const int max_code = int4 ? 7 : 127;
+  out.codes_ = AlignedBuffer(static_cast<size_t>(panels * lines * 64));
+  out.extra_ = AlignedBuffer(static_cast<size_t>((out.groups_ + 1) * pn * 4));
+  out.scales_ = reinterpret_cast<float*>(out.extra_.data());
+  out.sums_ = reinterpret_cast<int32_t*>(out.scales_ + out.groups_ * pn);
+  uint8_t* codes = reinterpret_cast<uint8_t*>(out.codes_.data());
+  const int64_t kpl = out.k_per_line(), group = out.group_, groups = out.groups_;
+  ctx.pool().ParallelFor(panels, [&](int64_t b, int64_t e, int) {
+    for (int64_t p = b; p < e; ++p) {
+      uint8_t* panel = codes + p * lines * 64;
+      std::memset(panel, int4 ? 0x88 : 0, static_cast<size_t>(lines * 64));  // code 0
+      for (int c = 0; c < 16; ++c) {
+        const int64_t j = p * 16 + c;
+        int32_t sum = 0;
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t k0 = g * group, k1 = std::min(k, k0 + group);
+          const BlockScaleOf s(j < n ? AmaxOf(w + k0 * ldw + j, k1 - k0, ldw) : 0.0f, max_code);
+          out.scales_[g * pn + j] = s.scale;
+          for (int64_t kk = k0; kk < k1 && j < n; ++kk) {
+            const int code = Encode(w[kk * ldw + j], s.inv, max_code);
+            sum += code;
+            uint8_t& byte = panel[(kk / kpl) * 64 + c * 4 + (kk % kpl) % 4];
+            if (!int4) {
+              byte = static_cast<uint8_t>(static_cast<int8_t>(code));
+            } else if (kk % kpl < 4) {
+              byte = static_cast<uint8_t>((byte & 0xF0) | (code + 8));
+            } else {
+              byte = static_cast<uint8_t>((byte & 0x0F) | ((code + 8) << 4));
+            }
+          }
+        }
+        out.sums_[j] = sum;
+      }
+    }
+  });
+  return out;
+}
+
+size_t IntRowsBytes(int64_t m, int64_t k) {
+  const int64_t ld = (k + 63) / 64 * 64, groups = (k + kInt4Group - 1) / kInt4Group;
+  return AlignUp(static_cast<size_t>(m * ld)) * 2 + AlignUp(static_cast<size_t>(m) * 4) +
+         AlignUp(static_cast<size_t>(m * groups) * 4);
+}
+
+IntRows QuantizeRowsInt8(const KernelCtx& ctx, int64_t m, int64_t k, const float* x, int64_t ldx,
+                         void* memory) {
+  ANVIL_TRACE_ZONE("quantize_rows_int8");
+  CHECK(m >= 0 && k > 0) << "QuantizeRowsInt8: m " << m << ", k " << k;
+  if (ldx == 0) ldx = k;
+  CHECK_GE(ldx, k) << "QuantizeRowsInt8: ldx";
+  CHECK(memory != nullptr && reinterpret_cast<uintptr_t>(memory) % kAlignment == 0)
+      << "QuantizeRowsInt8: memory must be 64-byte aligned";
+  IntRows a;
+  a.m = m;
+  a.k = k;
+  a.ld = (k + 63) / 64 * 64;
+  const int64_t groups = (k + kInt4Group - 1) / kInt4Group;
+  auto* bytes = static_cast<std::byte*>(memory);
+  a.q = reinterpret_cast<int8_t*>(bytes);
+  bytes += AlignUp(static_cast<size_t>(m * a.ld));
+  a.q_u8 = reinterpret_cast<uint8_t*>(bytes);
+  bytes += AlignUp(static_cast<size_t>(m * a.ld));
+  a.scales = reinterpret_cast<float*>(bytes);
+  bytes += AlignUp(static_cast<size_t>(m) * 4);
+  a.group_sums = reinterpret_cast<int32_t*>(bytes);
+  auto rows = [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* xi = x + i * ldx;
+      const BlockScaleOf s(AmaxOf(xi, k, 1), 127);
+      a.scales[i] = s.scale;
+      int8_t* q = a.q + i * a.ld;
+      uint8_t* q_u8 = a.q_u8 + i * a.ld;
+      int32_t sum = 0;
+      for (int64_t kk = 0; kk < a.ld; ++kk) {
+        const int code = kk < k ? Encode(xi[kk], s.inv, 127) : 0;
+        q[kk] = static_cast<int8_t>(code);
+        q_u8[kk] = static_cast<uint8_t>(code + 128);
+        sum += code;
+        if (kk % kInt4Group == kInt4Group - 1 || kk == k - 1) {
+          if (kk < k) a.group_sums[i * groups + kk / kInt4Group] = sum;
+          sum = 0;
+        }
+      }
+    }
+  };
+  if (m * k < kMinMacsPerThread) {
+    rows(0, m, 0);
+  } else {
+    ctx.pool().ParallelFor(m, rows);
+  }
+  return a;
+}
+
+void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float* y, int64_t ldy,
+             bool accumulate) {
+  ANVIL_TRACE_ZONE(w.bits() == IntBits::kInt8 ? "gemm_w8a8" : "gemm_w4a8");
+  CHECK_EQ(a.k, w.k()) << "GemmInt: the activations' k differs from the weights'";
+  if (ldy == 0) ldy = w.n();
+  CHECK_GE(ldy, w.n()) << "GemmInt: ldy";
+  if (a.m == 0) return;
+  CHECK(y != nullptr) << "GemmInt: y is null";
+  const Kernels& kernels = KernelsFor(ctx.isa());
+  const bool int4 = w.bits() == IntBits::kInt4;
+  const int64_t panels = w.padded_n() / 16, groups = (a.k + kInt4Group - 1) / kInt4Group;
+  PanelTask base;
+  base.lines = w.lines();
+  base.lines_per_group = int4 ? kInt4Group / 8 : w.lines();
+  base.groups = w.groups();
+  base.scale_stride = w.padded_n();
+  base.ld = a.ld;
+  base.ldy = ldy;
+  base.accumulate = accumulate;
+  auto run = [&](int64_t b, int64_t e, int) {
+    PanelTask t = base;
+    for (int64_t p = b; p < e; ++p) {
+      t.lines_data = w.panel(p);
+      t.scales = w.scales() + p * 16;
+      t.column_sums = w.column_sums() + p * 16;
+      t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - p * 16));
+      for (int64_t r0 = 0; r0 < a.m; r0 += kernels.max_rows) {
+        t.rows = std::min<int64_t>(kernels.max_rows, a.m - r0);
+        t.q = a.q + r0 * a.ld;
+        t.q_u8 = a.q_u8 + r0 * a.ld;
+        t.row_scales = a.scales + r0;
+        t.group_sums = a.group_sums + r0 * groups;
+        t.y = y + r0 * ldy + p * 16;
+        (int4 ? kernels.int4 : kernels.int8)(t);
+      }
+    }
+  };
+  if (a.m * a.k * w.n() < kMinMacsPerThread * 2 || ctx.threads() == 1) {
+    run(0, panels, 0);
+  } else {
+    ctx.pool().ParallelFor(panels, run);
+  }
+}
+
+}  // namespace anvil::kernels

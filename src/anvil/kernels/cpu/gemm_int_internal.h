@@ -1,0 +1,47 @@
+// The integer GEMM's per-tier panel kernels (gemm_int.h). A task is one
+// 16-column panel of the packed weights times up to `max_rows` activation
+// rows; it is plain data, so the ISA units call no inline code of other
+// headers (see simd.h).
+#pragma once
+
+#include <cstdint>
+
+namespace anvil::kernels::gemm_int_internal {
+
+struct PanelTask {
+  // Weights: the panel's 64-byte lines (4 k of int8 or 8 k of int4 for its
+  // 16 columns), `lines` of them; scales [groups] rows of `scale_stride`
+  // floats from the panel's first column; int8's column sums likewise.
+  const uint8_t* lines_data = nullptr;
+  int64_t lines = 0;
+  int64_t lines_per_group = 0;  // int4: 16 (128 / 8); int8: all
+  int64_t groups = 0;
+  const float* scales = nullptr;
+  int64_t scale_stride = 0;
+  const int32_t* column_sums = nullptr;
+  // Activations: rows of `ld` codes (signed and offset by 128), their
+  // scales and per-group sums (`groups` per row, int4).
+  const int8_t* q = nullptr;
+  const uint8_t* q_u8 = nullptr;
+  int64_t ld = 0;
+  const float* row_scales = nullptr;
+  const int32_t* group_sums = nullptr;
+  int64_t rows = 0;
+  // Output: rows x columns (<= 16) of y.
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int columns = 16;
+  bool accumulate = false;
+};
+
+using PanelFn = void (*)(const PanelTask& task);
+struct Kernels {
+  PanelFn int8 = nullptr;
+  PanelFn int4 = nullptr;
+  int max_rows = 1;  // rows per task
+};
+
+const Kernels& Avx2Kernels();
+const Kernels& Avx512Kernels();  // needs AVX512_VNNI
+
+}  // namespace anvil::kernels::gemm_int_internal
