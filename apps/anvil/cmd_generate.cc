@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "anvil/commands.h"
 #include "anvil/infer/generate.h"
@@ -25,10 +26,16 @@ int RunGenerate(const infer::GenerateOptions& o) {
     fmt::print(stderr, "\nanvil generate: {}\n", r.status().ToString());
     return 1;
   }
+  std::string quant;
+  if (o.quant != "none") {
+    quant = fmt::format("; {} layer weights {:.1f} MiB, quantized in {:.2f} s", o.quant,
+                        r->quant_weight_bytes / 1048576.0, r->quantize_seconds);
+  }
   fmt::print("\n\n[{} at step {}: {} prompt tokens in {:.3f} s; {} new tokens in {:.2f} s = "
-             "{:.1f} tokens/s; stop: {}]\n",
+             "{:.1f} tokens/s; stop: {}{}]\n",
              r->checkpoint, r->step, r->prompt_tokens, r->prefill_seconds, r->new_tokens,
-             r->decode_seconds, r->new_tokens / std::max(r->decode_seconds, 1e-9), r->stop_reason);
+             r->decode_seconds, r->new_tokens / std::max(r->decode_seconds, 1e-9), r->stop_reason,
+             quant);
   return 0;
 }
 
@@ -52,6 +59,13 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json (default: the run's data.dir)");
+  cmd->add_option("--precision", o->precision, "f32, bf16, fp8-tensor, fp8-block or mxfp8")
+      ->capture_default_str();
+  cmd->add_option("--quant", o->quant,
+                  "Linear layers in integers: none (f32), w8a8 (int8 weights per channel) or "
+                  "w4a8 (int4 weights per group of 128); activations int8 per token")
+      ->check(CLI::IsMember({"none", "w8a8", "w4a8"}))
+      ->capture_default_str();
   cmd->callback([o] {
     if (const int rc = RunGenerate(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -13,6 +13,7 @@ void AddBenchTrain(CLI::App& bench);
 void AddPrepareCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
+void AddEvalCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
 void AddExportCommand(CLI::App& app);
 void AddProbeCommand(CLI::App& app);

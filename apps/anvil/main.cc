@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   anvil::cli::AddPrepareCommand(app);
   anvil::cli::AddTrainCommand(app);
   anvil::cli::AddGenerateCommand(app);
+  anvil::cli::AddEvalCommand(app);
   anvil::cli::AddReportCommand(app);
   anvil::cli::AddExportCommand(app);
   anvil::cli::AddProbeCommand(app);

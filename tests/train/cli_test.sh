@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end through the `anvil` binary: prepare a small text folder, train a
-# micro model for a few steps, generate from its checkpoint; an unknown config
+# micro model for a few steps, generate from its checkpoint, evaluate it (f32,
+# W8A8, W4A8); an unknown config
 # key is an error naming it; a non-finite gradient is skipped and named (or
 # stops the run); the numerics probe names a planted fault; the FP8
 # precisions train; Ctrl-C (SIGINT) checkpoints,
@@ -27,6 +28,34 @@ grep -q "tokens/s" "$work/gen.log" || fail "generate printed no tokens/s"
 "$anvil" generate --ckpt "$work/run/latest" --prompt "the jury" --max-new 8 --seed 3 > "$work/gen2.log" 2>&1
 cmp -s "$work/gen.log" "$work/gen2.log" || true  # timings differ; the text must not:
 [ "$(head -c 40 "$work/gen.log")" = "$(head -c 40 "$work/gen2.log")" ] || fail "generate not deterministic"
+
+# `anvil eval` over the trainer's validation windows (eval_batches 2 x batch
+# 2) reproduces its last val_loss in the run's precision; the quantized
+# layers (W8A8, W4A8) evaluate and generate, close to f32.
+prec=$(sed -n "s/^precision = '\(.*\)'$/\1/p" "$work/run/config.toml")
+"$anvil" eval --ckpt "$work/run" --precision "$prec" --windows 4 --json > "$work/eval.json" \
+  2> "$work/eval.log" || { cat "$work/eval.log"; fail "eval"; }
+val=$(grep '"val_loss"' "$work/run/metrics.jsonl" | tail -1 | sed 's/.*"val_loss":\([^,}]*\).*/\1/')
+got=$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval.json")
+awk -v a="$got" -v b="$val" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }' \
+  || fail "eval loss $got differs from the trainer's val_loss $val"
+"$anvil" eval --ckpt "$work/run" --windows 4 --json > "$work/eval_f32.json" 2>/dev/null \
+  || fail "eval f32"
+f32=$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval_f32.json")
+for q in w8a8:0.01 w4a8:0.05; do
+  "$anvil" eval --ckpt "$work/run" --quant "${q%%:*}" --windows 4 --json > "$work/eval_q.json" \
+    2> "$work/eval_q.log" || { cat "$work/eval_q.log"; fail "eval --quant ${q%%:*}"; }
+  loss=$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval_q.json")
+  awk -v a="$loss" -v b="$f32" -v tol="${q##*:}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= tol * b) }' \
+    || fail "${q%%:*} loss $loss too far from f32's $f32"
+  "$anvil" generate --ckpt "$work/run" --prompt "the jury" --max-new 8 --quant "${q%%:*}" \
+    > "$work/gen_q.log" 2>&1 || { cat "$work/gen_q.log"; fail "generate --quant ${q%%:*}"; }
+  grep -q "${q%%:*} layer weights" "$work/gen_q.log" || fail "generate --quant ${q%%:*} printed no size"
+done
+if "$anvil" eval --ckpt "$work/run" --precision bf16 --quant w8a8 > "$work/eval_bad.log" 2>&1; then
+  fail "eval --quant with --precision bf16 was accepted"
+fi
+grep -q "use --precision f32" "$work/eval_bad.log" || { cat "$work/eval_bad.log"; fail "no reason given"; }
 
 # A prompt longer than the context (max_seq_len 32) is cut, and the user is told.
 long_prompt=$(printf 'the jury said that city court %.0s' $(seq 1 20))

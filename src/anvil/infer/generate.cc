@@ -4,19 +4,16 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "anvil/core/clock.h"
 #include "anvil/core/config.h"
-#include "anvil/core/thread_pool.h"
 #include "anvil/data/tokenizer_json.h"
-#include "anvil/io/checkpoint.h"
-#include "anvil/kernels/attention.h"
-#include "anvil/model/attention_block.h"
+#include "anvil/infer/checkpoint_model.h"
 #include "anvil/model/decode.h"
-#include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/hf_checkpoint.h"
-#include "anvil/model/llama.h"
+#include "anvil/model/int_linear.h"
 
 namespace anvil::infer {
 
@@ -48,19 +45,18 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
                                 const std::function<void(const std::string&)>& on_notice) {
   RETURN_IF_ERROR(options.sampling.Validate());
   if (options.max_new < 0) return InvalidArgument("--max-new must be >= 0");
-  ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(options.checkpoint));
-  ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ReadHfConfig(info.dir + "/config.json"));
-
+  ASSIGN_OR_RETURN(const model::Precision precision, model::ParsePrecision(options.precision));
+  ASSIGN_OR_RETURN(const model::WeightQuant quant, model::ParseWeightQuant(options.quant));
+  if (quant != model::WeightQuant::kNone && precision != model::Precision::kF32) {
+    return InvalidArgument(fmt::format("--quant {} quantizes the f32 weights: use --precision f32",
+                                       options.quant));
+  }
+  ASSIGN_OR_RETURN(CheckpointModel m,
+                   LoadCheckpointModel(options.checkpoint, precision, options.threads));
+  const io::CheckpointInfo& info = m.info;
+  const model::ModelConfig& mc = m.config;
+  const kernels::KernelCtx& ctx = *m.ctx;
   ASSIGN_OR_RETURN(const data::Tokenizer tok, CheckpointTokenizer(info.dir, options.tokenizer));
-
-  ThreadPool pool(options.threads);
-  const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
-                                  kernels::AttentionScratchBytes(model::AttentionDimsOf(mc)));
-  const kernels::KernelCtx ctx(pool, BestIsa(), scratch);
-  model::Llama llama(mc, {.max_batch = 1, .max_seq_len = mc.max_seq_len}, ctx);
-  llama.InitWeights(ctx, 0);  // zeroes the padding; the load overwrites every tensor
-  RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, llama.params()));
-  llama.RefreshBf16Weights(ctx);
 
   std::vector<int32_t> prompt = {static_cast<int32_t>(tok.bos_id())};
   for (uint32_t id : tok.Encode(options.prompt)) prompt.push_back(static_cast<int32_t>(id));
@@ -85,7 +81,14 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
                             given - r.prompt_tokens_dropped, room));
     }
   }
-  model::Decoder decoder(llama, 1, max_len, max_len);
+  Stopwatch quantize_watch;
+  std::unique_ptr<model::IntLinear> linear;
+  if (quant != model::WeightQuant::kNone) {
+    linear = std::make_unique<model::IntLinear>(*m.llama, quant, max_len, ctx);
+    r.quant_weight_bytes = linear->weight_bytes();
+  }
+  r.quantize_seconds = quantize_watch.Seconds();
+  model::Decoder decoder(*m.llama, 1, max_len, max_len, linear.get());
   std::vector<float> logits(static_cast<size_t>(max_len) * mc.vocab_size);
   r.checkpoint = info.dir;
   r.step = info.step;

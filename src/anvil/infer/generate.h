@@ -23,6 +23,9 @@ struct GenerateOptions {
   SamplingConfig sampling;
   int threads = 0;         // 0: ANVIL_THREADS or all cores
   std::string tokenizer;   // tokenizer.json; empty: <data.dir>/tokenizer.json of the run
+  std::string precision = "f32";  // the model's: f32, bf16 or an FP8 recipe
+  // The layers' linear GEMMs: "none", or "w8a8" / "w4a8" (model/int_linear.h; precision f32).
+  std::string quant = "none";
 };
 
 struct GenerateResult {
@@ -32,6 +35,8 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;          // fed to the model (bos included)
   int64_t prompt_tokens_dropped = 0;  // cut from the prompt's start to fit the context
   int64_t new_tokens = 0;
+  int64_t quant_weight_bytes = 0;  // the quantized layer weights (0 without --quant)
+  double quantize_seconds = 0;     // quantizing them, once
   double prefill_seconds = 0;
   double decode_seconds = 0;
   std::string stop_reason;  // "eos", "max_new", "max_seq_len"

@@ -43,12 +43,12 @@ void AttentionQkvForward(const BlockShape& s, const AttentionWeights<A>& w, cons
                          const AttentionSaved<A>& saved, const TokenLayout& tok,
                          const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx);
 
-// y = x + out · wo (fp8: the FP8 recipe's linear layers, or null). Also
+// y = x + out · wo (low_precision: FP8 or integer linear layers, or null). Also
 // decode's second half.
 template <typename A>
 void AttentionOutForward(const BlockShape& s, const AttentionWeights<A>& w, int64_t n,
                          const float* x, const A* out, float* y, const kernels::KernelCtx& ctx,
-                         const Fp8Linear* fp8 = nullptr);
+                         const LowPrecisionLinear* low_precision = nullptr);
 
 // The whole block; y may be null (recompute: fill `saved` only).
 template <typename A>

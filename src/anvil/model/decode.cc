@@ -11,13 +11,16 @@
 
 namespace anvil::model {
 
-Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows)
-    : model_(model), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
+Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+                 const LowPrecisionLinear* linear)
+    : model_(model), linear_(linear), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
   const ModelConfig& cfg = model.config();
   CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
   CHECK(model.first_stage() && model.last_stage()) << "the decoder runs a whole model, not a stage";
   CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
       << "max_len " << max_len << " beyond model.max_seq_len";
+  CHECK(linear == nullptr || model.options().precision == Precision::kF32)
+      << "a decoder's own linear layers need an f32 model";
   lengths_.assign(max_seqs, 0);
   row_seq_.resize(max_rows);
   positions_.resize(max_rows);
@@ -57,7 +60,7 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
     // The training forward's FP8 linear layers: one quantization per row and
     // the same weight blocks, so every logit is Llama::Logits' bit for bit.
     s.fp8 = MakeFp8Linear(model_.options().precision, model_.options().fp8, shape, r, alloc);
-    s.block.fp8 = s.fp8.get();
+    s.block.low_precision = s.fp8.get();
   }
 }
 
@@ -102,9 +105,11 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   EmbeddingBlockForward(cfg, model_.weight_view().embed, n, tokens.data(), x, ctx);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const AttentionWeights<A> aw = model_.AttentionWeightsOf<A>(l);
-    // The training forward's GEMMs for this layer: FP8 or, kept in high precision, f32.
+    // The training forward's GEMMs for this layer: FP8 or, kept in high
+    // precision, f32; or the caller's (quantized inference) for every layer.
     BlockScratch<A> block = s.block;
-    if (!model_.Fp8Layer(l)) block.fp8 = nullptr;
+    if (!model_.Fp8Layer(l)) block.low_precision = nullptr;
+    if (linear_ != nullptr) block.low_precision = linear_;
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
       const A* src = s.attn.qkv + r * qkv + q_cols;
@@ -122,7 +127,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
                                {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
       r0 = r1;
     }
-    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.fp8);
+    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.low_precision);
     MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, block, ctx);
   }
   HeadSaved<A> head = s.head;

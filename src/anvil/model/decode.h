@@ -15,6 +15,7 @@
 #include "anvil/core/arena.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/llama.h"
+#include "anvil/model/low_precision_linear.h"
 
 namespace anvil::model {
 
@@ -23,7 +24,11 @@ class Decoder {
   // A cache for `max_seqs` sequences of up to `max_len` positions (<=
   // model.max_seq_len) and scratch for up to `max_rows` token rows per call.
   // The model's weights are read at each call (they may change in between).
-  Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows);
+  // With `linear` (e.g. IntLinear: quantized inference; it outlives the
+  // decoder) every layer's linear GEMMs run through it instead, so the
+  // logits are that format's, not Llama::Logits'.
+  Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+          const LowPrecisionLinear* linear = nullptr);
 
   void Reset();  // every sequence empty
   void Reset(int64_t seq);
@@ -46,7 +51,7 @@ class Decoder {
     MlpSaved<A> mlp;
     HeadSaved<A> head;
     BlockScratch<A> block;
-    std::shared_ptr<Fp8Linear> fp8;  // FP8 precisions: block.fp8's buffers
+    std::shared_ptr<Fp8Linear> fp8;  // FP8 precisions: block.low_precision and its buffers
   };
   template <typename Alloc, typename A>
   void Carve(Alloc&& alloc, Scratch<A>& s);
@@ -59,6 +64,7 @@ class Decoder {
   A* Cache(int layer, int kv, int64_t seq);  // [max_len, NKV*HD]
 
   const Llama& model_;
+  const LowPrecisionLinear* linear_;
   int64_t max_seqs_, max_len_, max_rows_;
   std::vector<int64_t> lengths_;
   std::vector<int64_t> row_seq_;    // [R]

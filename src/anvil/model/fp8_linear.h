@@ -34,6 +34,7 @@
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/quant.h"
 #include "anvil/model/config.h"
+#include "anvil/model/low_precision_linear.h"
 #include "anvil/model/shard.h"
 
 namespace anvil::model {
@@ -48,7 +49,7 @@ struct Fp8Recipe {
   kernels::Fp8Decode decode = kernels::Fp8Decode::kF32;
 };
 
-class Fp8Linear {
+class Fp8Linear : public LowPrecisionLinear {
  public:
   // Buffers for operands of up to `max_a` and `max_b` codes with up to
   // `scales_a` and `scales_b` block scales, carved by `alloc(bytes)` (a
@@ -71,13 +72,13 @@ class Fp8Linear {
 
   // y[n, out] (+)= x[n, in] · w[in, out].
   void Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const float* x,
-               const float* w, float* y, bool accumulate) const;
+               const float* w, float* y, bool accumulate) const override;
   // dx[n, in] = dy[n, out] · w[in, out]ᵀ.
   void BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
-                    const float* dy, const float* w, float* dx) const;
+                    const float* dy, const float* w, float* dx) const override;
   // dw[in, out] += x[n, in]ᵀ · dy[n, out].
   void BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
-                      const float* x, const float* dy, float* dw) const;
+                      const float* x, const float* dy, float* dw) const override;
 
  private:
   struct Buffers {

@@ -149,7 +149,7 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                act(n * 2 * f),
                s.fp8.get()};
   s.scratch_f32_gemms = s.scratch;
-  s.scratch_f32_gemms.fp8 = nullptr;
+  s.scratch_f32_gemms.low_precision = nullptr;
 }
 
 bool Llama::Fp8Layer(int layer) const {

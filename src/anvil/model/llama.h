@@ -234,8 +234,8 @@ class Llama {
   struct Store {
     std::vector<Slot<A>> slots;         // [activation_slots]
     HeadSaved<A> head;                  // the head's forward and backward run in one go
-    BlockScratch<A> scratch;            // scratch.fp8 points into fp8
-    BlockScratch<A> scratch_f32_gemms;  // the same buffers, fp8 null: high-precision layers
+    BlockScratch<A> scratch;            // scratch.low_precision is fp8
+    BlockScratch<A> scratch_f32_gemms;  // the same buffers, low_precision null: high-precision layers
     std::shared_ptr<Fp8Linear> fp8;     // the FP8 precisions' linear layers and their buffers
   };
   // Lays out every activation of options.max_batch x options.max_seq_len

@@ -15,7 +15,7 @@
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/norm.h"
 #include "anvil/kernels/rope.h"
-#include "anvil/model/fp8_linear.h"
+#include "anvil/model/low_precision_linear.h"
 #include "anvil/model/shard.h"
 
 namespace anvil::model {
@@ -53,9 +53,9 @@ struct BlockScratch {
   A* dqkv_act = nullptr;        // [N, QKV] (bf16 only)
   A* dh = nullptr;              // [N, F]
   A* dgate_up = nullptr;        // [N, 2F]
-  // The FP8 recipe's linear layers (the FP8 precisions; A = float),
-  // else null: the Linear* helpers below take it.
-  const Fp8Linear* fp8 = nullptr;
+  // The linear layers' GEMMs in FP8 (the FP8 precisions) or integers
+  // (quantized inference), A = float; else null: the Linear* helpers below take it.
+  const LowPrecisionLinear* low_precision = nullptr;
 };
 
 // dst[0, n) = A(src): an RNE rounding for bf16, a copy for f32.
@@ -106,14 +106,14 @@ void NormForward(const kernels::KernelCtx& ctx, int64_t rows, int64_t dim, const
   }
 }
 
-// The linear layers' three GEMMs. With `fp8` (an FP8 recipe; A = float) the
-// operands are quantized and multiplied in FP8 (fp8_linear.h).
+// The linear layers' three GEMMs. With `lp` (A = float) they run in its
+// format: FP8 (fp8_linear.h) or integers (int_linear.h, forward only).
 // y[n, out] (+)= x[n, in] · w[in, out]   (NN).
 template <typename A, typename Y>
 void LinearForward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const A* x,
-                   const A* w, Y* y, bool accumulate, const Fp8Linear* fp8 = nullptr) {
+                   const A* w, Y* y, bool accumulate, const LowPrecisionLinear* lp = nullptr) {
   if constexpr (std::is_same_v<A, float> && std::is_same_v<Y, float>) {
-    if (fp8 != nullptr) return fp8->Forward(ctx, n, in, out, x, w, y, accumulate);
+    if (lp != nullptr) return lp->Forward(ctx, n, in, out, x, w, y, accumulate);
   }
   kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, w, y);
 }
@@ -121,9 +121,9 @@ void LinearForward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t
 // dx[n, in] = dy[n, out] · w[in, out]ᵀ   (NT).
 template <typename A, typename Y>
 void LinearBackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
-                        const A* dy, const A* w, Y* dx, const Fp8Linear* fp8 = nullptr) {
+                        const A* dy, const A* w, Y* dx, const LowPrecisionLinear* lp = nullptr) {
   if constexpr (std::is_same_v<A, float> && std::is_same_v<Y, float>) {
-    if (fp8 != nullptr) return fp8->BackwardData(ctx, n, in, out, dy, w, dx);
+    if (lp != nullptr) return lp->BackwardData(ctx, n, in, out, dy, w, dx);
   }
   kernels::Gemm(ctx, {.m = n, .n = in, .k = out, .trans_b = kernels::Trans::kT}, dy, w, dx);
 }
@@ -131,9 +131,9 @@ void LinearBackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, in
 // dw[in, out] += x[n, in]ᵀ · dy[n, out]   (TN, accumulating: parameter grads +=).
 template <typename A>
 void LinearBackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
-                          const A* x, const A* dy, float* dw, const Fp8Linear* fp8 = nullptr) {
+                          const A* x, const A* dy, float* dw, const LowPrecisionLinear* lp = nullptr) {
   if constexpr (std::is_same_v<A, float>) {
-    if (fp8 != nullptr) return fp8->BackwardWeight(ctx, n, in, out, x, dy, dw);
+    if (lp != nullptr) return lp->BackwardWeight(ctx, n, in, out, x, dy, dw);
   }
   kernels::Gemm(ctx, {.m = in, .n = out, .k = n, .trans_a = kernels::Trans::kT, .accumulate = true},
                 x, dy, dw);
@@ -147,10 +147,10 @@ void LinearBackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, 
 template <typename A>
 void RowParallelResidual(const kernels::KernelCtx& ctx, const ShardInfo& shard, int64_t n,
                          int64_t in_dim, int64_t c, const float* x, const A* in, const A* w,
-                         float* y, const Fp8Linear* fp8 = nullptr) {
+                         float* y, const LowPrecisionLinear* lp = nullptr) {
   const bool first = shard.rank == 0;
   if (first) Copy(ctx, x, y, n * c);
-  LinearForward(ctx, n, in_dim, c, in, w, y, /*accumulate=*/first, fp8);
+  LinearForward(ctx, n, in_dim, c, in, w, y, /*accumulate=*/first, lp);
   shard.AllReduce(y, n * c);
 }
 

@@ -1,0 +1,33 @@
+// A model loaded from a checkpoint for inference (generation, evaluation):
+// the checkpoint folder resolved, config.json read, the weights loaded
+// (verified against the manifest) into a Llama of the asked precision, and
+// the kernel context's scratch sized for its attention.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "anvil/core/status.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/io/checkpoint.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/config.h"
+#include "anvil/model/llama.h"
+
+namespace anvil::infer {
+
+struct CheckpointModel {
+  io::CheckpointInfo info;
+  model::ModelConfig config;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<kernels::KernelCtx> ctx;
+  std::unique_ptr<model::Llama> llama;
+};
+
+// `checkpoint`: a checkpoint folder, a run folder or its `latest` file;
+// `threads` 0: ANVIL_THREADS or all cores.
+Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
+                                            model::Precision precision, int threads);
+
+}  // namespace anvil::infer

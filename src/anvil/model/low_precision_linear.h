@@ -1,0 +1,27 @@
+// A linear layer's GEMMs in a number format below the model's f32: the FP8
+// training recipes (fp8_linear.h) and integer inference (int_linear.h). The
+// model's Linear* helpers (ops.h) hand a layer's GEMM to one when the
+// blocks' scratch carries it; weights are f32 [in, out] as the model holds them.
+#pragma once
+
+#include <cstdint>
+
+#include "anvil/kernels/ctx.h"
+
+namespace anvil::model {
+
+class LowPrecisionLinear {
+ public:
+  virtual ~LowPrecisionLinear() = default;
+  // y[n, out] (+)= x[n, in] · w[in, out].
+  virtual void Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                       const float* x, const float* w, float* y, bool accumulate) const = 0;
+  // dx[n, in] = dy[n, out] · w[in, out]ᵀ.
+  virtual void BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                            const float* dy, const float* w, float* dx) const = 0;
+  // dw[in, out] += x[n, in]ᵀ · dy[n, out].
+  virtual void BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                              const float* x, const float* dy, float* dw) const = 0;
+};
+
+}  // namespace anvil::model
