@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "anvil/core/thread_pool.h"
 #include "anvil/io/safetensors.h"
@@ -54,6 +55,18 @@ void ExpectSame(const StepResult& a, const StepResult& b, const char* what) {
 }
 
 class PrecisionTest : public ::testing::TestWithParam<Precision> {};
+
+// fp8-delayed: one recorded training step, so the tensors have an amax
+// history and later forwards use its fixed scales (without a history a
+// tensor is scaled by its own amax, which is not batch invariant).
+void RecordDelayedScales(Llama& model, const kernels::KernelCtx& ctx, const Batch& batch) {
+  Fp8DelayedScaling* delayed = model.fp8_delayed();
+  if (delayed == nullptr) return;
+  delayed->BeginStep();
+  model.ForwardBackward(ctx, batch, 0.0f);
+  delayed->EndStep();
+  model.ZeroGrads(ctx);
+}
 
 TEST_P(PrecisionTest, RepeatAndThreadCountGiveTheSameBits) {
   for (bool packed : {false, true}) {
@@ -137,6 +150,7 @@ TEST_P(PrecisionTest, LogitsAreBatchInvariant) {
   Llama model(cfg, {.precision = GetParam(), .max_batch = kRows, .max_seq_len = kT}, ctx);
   model.InitWeights(ctx, 5);
   auto big = MakeBatch(kRows, kT, cfg.vocab_size, 9, false);
+  RecordDelayedScales(model, ctx, big.batch);
   std::vector<float> all(kRows * kT * cfg.vocab_size), one(kT * cfg.vocab_size);
   model.Logits(ctx, big.batch, all.data());
   Batch alone = big.batch;
@@ -180,6 +194,7 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   Llama model(cfg, {.precision = GetParam(), .max_batch = kSeqs, .max_seq_len = kT}, ctx);
   model.InitWeights(ctx, 8);
   auto tb = MakeBatch(kSeqs, kT, v, 10, false);
+  RecordDelayedScales(model, ctx, tb.batch);
   std::vector<float> full(kSeqs * kT * v);
   model.Logits(ctx, tb.batch, full.data());
   auto full_row = [&](int64_t s, int64_t t) {
@@ -220,7 +235,8 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest,
                          ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kFp8Tensor,
-                                           Precision::kFp8Block, Precision::kMxfp8),
+                                           Precision::kFp8Delayed, Precision::kFp8Block,
+                                           Precision::kMxfp8),
                          [](const auto& info) {
                            std::string name = PrecisionName(info.param);
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -294,6 +310,46 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
   }
 }
 
+// Delayed scaling's rule: scale = fp8_max / max of the last `history`
+// recorded step amaxes (or the most recent one); a step's amax is the max
+// over its records; an overflowed step (NaN/Inf) or an unrecorded one keeps
+// the scale; the state survives Save/Restore.
+TEST(ModelTest, Fp8DelayedScalingFollowsItsHistory) {
+  using kernels::Fp8Format;
+  for (const bool most_recent : {false, true}) {
+    Fp8DelayedScaling d(/*sites=*/1, /*history_len=*/3, most_recent, Fp8Format::kE4M3,
+                        Fp8Format::kE5M2);
+    const int x = Fp8DelayedScaling::Index(0, Fp8DelayedScaling::kInput);
+    const int g = Fp8DelayedScaling::Index(0, Fp8DelayedScaling::kGrad);
+    EXPECT_FALSE(d.HasHistory(x));
+    const float steps[] = {8.0f, 2.0f, 4.0f, 1.0f};
+    const float want_max[] = {8.0f, 8.0f, 8.0f, 4.0f};  // the 8 leaves after 3 more steps
+    for (int s = 0; s < 4; ++s) {
+      d.BeginStep();
+      d.Record(x, steps[s] / 2);
+      d.Record(x, steps[s]);  // the step's max
+      d.Record(g, 1.0f);
+      d.EndStep();
+      ASSERT_TRUE(d.HasHistory(x));
+      EXPECT_EQ(d.Scale(x), 448.0f / (most_recent ? steps[s] : want_max[s])) << s;
+      EXPECT_EQ(d.Scale(g), 57344.0f);  // the gradient's format
+    }
+    const float before = d.Scale(x);
+    d.BeginStep();
+    d.Record(x, std::numeric_limits<float>::quiet_NaN());
+    d.Record(x, 3.0f);  // NaN sticks for the step
+    d.EndStep();
+    EXPECT_EQ(d.Scale(x), before);
+    d.BeginStep();
+    d.EndStep();  // nothing recorded
+    EXPECT_EQ(d.Scale(x), before);
+    Fp8DelayedScaling copy(1, 3, most_recent, Fp8Format::kE4M3, Fp8Format::kE5M2);
+    ASSERT_TRUE(copy.Restore(d.Save()));
+    EXPECT_EQ(copy.Save(), d.Save());
+    EXPECT_FALSE(copy.Restore(std::vector<double>(5, 0.0)));
+  }
+}
+
 // bf16 follows f32 within bf16's resolution (8 mantissa bits).
 TEST(ModelTest, Bf16IsCloseToF32) {
   const StepResult f32 = TrainStep(Precision::kF32, Recompute::kNone, 2, true);
@@ -315,7 +371,8 @@ TEST(ModelTest, Bf16IsCloseToF32) {
 // elements' errors average out over the K sums, leaving a few percent here).
 TEST(ModelTest, Fp8RecipesAreCloseToF32) {
   const StepResult f32 = TrainStep(Precision::kF32, Recompute::kNone, 2, true);
-  for (const Precision p : {Precision::kFp8Tensor, Precision::kFp8Block, Precision::kMxfp8}) {
+  for (const Precision p : {Precision::kFp8Tensor, Precision::kFp8Delayed, Precision::kFp8Block,
+                            Precision::kMxfp8}) {
     const StepResult q = TrainStep(p, Recompute::kNone, 2, true);
     EXPECT_NEAR(q.loss.loss_sum / f32.loss.loss_sum, 1.0, 1e-2) << PrecisionName(p);
     double diff = 0, ref = 0;

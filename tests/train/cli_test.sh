@@ -105,7 +105,7 @@ grep -q "first divergence: step 1, layers.1.attn_out (activation)" "$work/diff_f
   || { cat "$work/diff_fault.log"; fail "the planted fault was not named"; }
 
 # FP8 recipes train through the CLI.
-for p in fp8-tensor fp8-block mxfp8; do
+for p in fp8-tensor fp8-delayed fp8-block mxfp8; do
   "$anvil" train --config "$work/micro.toml" --out "$work/run_$p" --set train.precision=$p \
     > "$work/$p.log" 2>&1 || { cat "$work/$p.log"; fail "train $p"; }
   grep -q "$p precision" "$work/$p.log" || { cat "$work/$p.log"; fail "$p not reported"; }

@@ -70,8 +70,9 @@ dp dp2_z3_a2_bf16 2 bf16 3 2 --set train.recompute=full
 compare "$work/one_bf16_a4" "$work/dp2_z3_a2_bf16"
 
 # The FP8 recipes are per-row math inside each rank's GEMMs: data parallel
-# trains them bitwise like one process too (ZeRO-1, and ZeRO-3 for one).
-for p in fp8-block mxfp8; do
+# trains them bitwise like one process too (ZeRO-1, and ZeRO-3 for one);
+# fp8-delayed too, its step amaxes max-reduced over the ranks.
+for p in fp8-block mxfp8 fp8-delayed; do
   one "one_${p}_a2" "$p" 2
   dp "dp2_z1_$p" 2 "$p" 1 1
   compare "$work/one_${p}_a2" "$work/dp2_z1_$p"

@@ -71,7 +71,8 @@ TEST_P(ResumeTest, ResumeIsBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, ResumeTest,
-                         ::testing::Values("f32", "bf16", "fp8-tensor", "fp8-block", "mxfp8"),
+                         ::testing::Values("f32", "bf16", "fp8-tensor", "fp8-delayed", "fp8-block",
+                                           "mxfp8"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -22,7 +22,8 @@ void AttentionQkvForward(const BlockShape& s, const AttentionWeights<A>& w, cons
   const int64_t n = tok.n, c = s.dim, qkv = s.qkv();
   NormForward(ctx, n, c, x, w.norm, static_cast<float>(s.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
-  LinearForward(ctx, n, c, qkv, saved.xn, w.wqkv, saved.qkv, /*accumulate=*/false, scratch.low_precision);
+  LinearForward(ctx, n, c, qkv, saved.xn, w.wqkv, saved.qkv, /*accumulate=*/false,
+                scratch.Linear(kQkvSite));
   kernels::RopeForward(ctx, tok.rope, n, s.heads, qkv, tok.positions, 0, saved.qkv);
   kernels::RopeForward(ctx, tok.rope, n, s.kv_heads, qkv, tok.positions, 0, saved.qkv + s.q());
 }
@@ -45,7 +46,9 @@ void AttentionBlockForward(const BlockShape& s, const AttentionWeights<A>& w, co
   kernels::AttentionForward(ctx, AttentionDimsOf(s), tok.cu_seqlens, {saved.qkv, dt, qkv},
                             {saved.qkv + s.q(), dt, qkv}, {saved.qkv + s.q() + s.kv(), dt, qkv},
                             {saved.out, dt, 0}, saved.lse);
-  if (y != nullptr) AttentionOutForward(s, w, tok.n, x, saved.out, y, ctx, scratch.low_precision);
+  if (y != nullptr) {
+    AttentionOutForward(s, w, tok.n, x, saved.out, y, ctx, scratch.Linear(kOutSite));
+  }
 }
 
 template <typename A>
@@ -58,8 +61,8 @@ void AttentionBlockBackward(const BlockShape& s, const AttentionWeights<A>& w, c
   constexpr DType dt = kActDType<A>;
   // O projection: y = x + out · wo (row-parallel: d is whole on every rank).
   const A* dy = AsAct(ctx, d, scratch.dy_act, n * c);
-  LinearBackwardWeight(ctx, n, attn, c, saved.out, dy, grads.wo, scratch.low_precision);
-  LinearBackwardData(ctx, n, attn, c, dy, w.wo, scratch.d_attn_out, scratch.low_precision);
+  LinearBackwardWeight(ctx, n, attn, c, saved.out, dy, grads.wo, scratch.Linear(kOutSite));
+  LinearBackwardData(ctx, n, attn, c, dy, w.wo, scratch.d_attn_out, scratch.Linear(kOutSite));
   // FlashAttention (recomputes the probabilities from q, k and lse).
   float* dq = scratch.dqkv;
   float* dk = dq + attn;
@@ -73,8 +76,8 @@ void AttentionBlockBackward(const BlockShape& s, const AttentionWeights<A>& w, c
   // QKV projection (column-parallel: each rank's heads add to the norm
   // output's grad, summed over the ranks before the norm's backward).
   const A* dqkv = AsAct(ctx, scratch.dqkv, scratch.dqkv_act, n * qkv);
-  LinearBackwardWeight(ctx, n, c, qkv, saved.xn, dqkv, grads.wqkv, scratch.low_precision);
-  LinearBackwardData(ctx, n, c, qkv, dqkv, w.wqkv, scratch.dxn, scratch.low_precision);
+  LinearBackwardWeight(ctx, n, c, qkv, saved.xn, dqkv, grads.wqkv, scratch.Linear(kQkvSite));
+  LinearBackwardData(ctx, n, c, qkv, dqkv, w.wqkv, scratch.dxn, scratch.Linear(kQkvSite));
   s.shard.AllReduce(scratch.dxn, n * c);
   // RMSNorm, then the residual: d_x = d_y + d_norm.
   kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, scratch.dxn, grads.norm);

@@ -9,10 +9,12 @@ Result<Precision> ParsePrecision(const std::string& name) {
   if (name == "f32") return Precision::kF32;
   if (name == "bf16") return Precision::kBF16;
   if (name == "fp8-tensor") return Precision::kFp8Tensor;
+  if (name == "fp8-delayed") return Precision::kFp8Delayed;
   if (name == "fp8-block") return Precision::kFp8Block;
   if (name == "mxfp8") return Precision::kMxfp8;
   return InvalidArgument(
-      fmt::format("precision '{}': expected f32, bf16, fp8-tensor, fp8-block or mxfp8", name));
+      fmt::format("precision '{}': expected f32, bf16, fp8-tensor, fp8-delayed, fp8-block or mxfp8",
+                  name));
 }
 
 Result<Recompute> ParseRecompute(const std::string& name) {
@@ -30,6 +32,8 @@ const char* PrecisionName(Precision p) {
       return "bf16";
     case Precision::kFp8Tensor:
       return "fp8-tensor";
+    case Precision::kFp8Delayed:
+      return "fp8-delayed";
     case Precision::kFp8Block:
       return "fp8-block";
     case Precision::kMxfp8:

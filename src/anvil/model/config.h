@@ -20,17 +20,19 @@ enum class Precision : uint8_t {
   kFp8Tensor,  // the layers' linear GEMMs in FP8, one current scale per tensor (fp8_linear.h)
   kFp8Block,  // the layers' linear GEMMs in FP8, DeepSeek-V3 blockwise (fp8_linear.h); rest f32
   kMxfp8,     // the layers' linear GEMMs in MXFP8 (OCP MX v1.0); rest f32
+  kFp8Delayed,  // as kFp8Tensor, each tensor's scale from its amax history (fp8_delayed_scaling.h)
 };
 // Only bf16 precision feeds bf16 activations (and a bf16 weight copy) to the
 // GEMMs; the FP8 recipes keep f32 activations and quantize at each GEMM.
 inline bool Bf16Activations(Precision p) { return p == Precision::kBF16; }
 inline bool IsFp8(Precision p) {
-  return p == Precision::kFp8Tensor || p == Precision::kFp8Block || p == Precision::kMxfp8;
+  return p == Precision::kFp8Tensor || p == Precision::kFp8Delayed || p == Precision::kFp8Block ||
+         p == Precision::kMxfp8;
 }
 // Which activations a training forward keeps for the backward (see llama.h).
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 
-// "f32" | "bf16" | "fp8-tensor" | "fp8-block" | "mxfp8"
+// "f32" | "bf16" | "fp8-tensor" | "fp8-delayed" | "fp8-block" | "mxfp8"
 Result<Precision> ParsePrecision(const std::string& name);
 Result<Recompute> ParseRecompute(const std::string& name);  // "none" | "selective" | "full"
 const char* PrecisionName(Precision p);

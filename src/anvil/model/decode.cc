@@ -42,6 +42,12 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
   });
   arena_ = Arena(bytes, "decode");
   carve_all([&](size_t b) { return arena_.Allocate(b); });
+  if (Fp8DelayedScaling* delayed = model.fp8_delayed()) {
+    // The model's delayed scales, read (decoding records no amax).
+    for (int site = 0; site < cfg.n_layers * kLinearSites; ++site) {
+      scratch_f32_.site_fp8.push_back(scratch_f32_.fp8->AtSite(site, delayed));
+    }
+  }
 }
 
 template <typename Alloc, typename A>
@@ -60,7 +66,7 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
     // The training forward's FP8 linear layers: one quantization per row and
     // the same weight blocks, so every logit is Llama::Logits' bit for bit.
     s.fp8 = MakeFp8Linear(model_.options().precision, model_.options().fp8, shape, r, alloc);
-    s.block.low_precision = s.fp8.get();
+    s.block.SetLinear(s.fp8.get());
   }
 }
 
@@ -108,8 +114,13 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     // The training forward's GEMMs for this layer: FP8 or, kept in high
     // precision, f32; or the caller's (quantized inference) for every layer.
     BlockScratch<A> block = s.block;
-    if (!model_.Fp8Layer(l)) block.low_precision = nullptr;
-    if (linear_ != nullptr) block.low_precision = linear_;
+    if (!s.site_fp8.empty()) {
+      for (int site = 0; site < kLinearSites; ++site) {
+        block.linear[site] = &s.site_fp8[l * kLinearSites + site];
+      }
+    }
+    if (!model_.Fp8Layer(l)) block.SetLinear(nullptr);
+    if (linear_ != nullptr) block.SetLinear(linear_);
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
       const A* src = s.attn.qkv + r * qkv + q_cols;
@@ -127,7 +138,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
                                {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
       r0 = r1;
     }
-    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.low_precision);
+    AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.Linear(kOutSite));
     MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, block, ctx);
   }
   HeadSaved<A> head = s.head;

@@ -51,7 +51,8 @@ class Decoder {
     MlpSaved<A> mlp;
     HeadSaved<A> head;
     BlockScratch<A> block;
-    std::shared_ptr<Fp8Linear> fp8;  // FP8 precisions: block.low_precision and its buffers
+    std::shared_ptr<Fp8Linear> fp8;  // FP8 precisions: block.linear and its buffers
+    std::vector<Fp8Linear> site_fp8;  // fp8-delayed: per layer and site, the model's scales
   };
   template <typename Alloc, typename A>
   void Carve(Alloc&& alloc, Scratch<A>& s);

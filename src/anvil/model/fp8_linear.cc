@@ -17,6 +17,7 @@ using kernels::Fp8Scaling;
 using kernels::GemmArgs;
 using kernels::QuantScales;
 using kernels::Trans;
+using Delayed = Fp8DelayedScaling;
 
 namespace {
 
@@ -70,14 +71,20 @@ Fp8Operand Fp8Linear::ColumnsTransposed(const kernels::KernelCtx& ctx, int64_t k
 
 Fp8Operand Fp8Linear::Tensor(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
                              const float* x, Fp8Format format, bool transposed,
-                             const Buffers& buf) const {
+                             Fp8DelayedScaling::Operand op, const Buffers& buf) const {
   CHECK_LE(rows * cols, buf.max_codes)
       << "FP8 operand of " << rows << " x " << cols << " beyond its buffer";
   // A non-finite amax gives a NaN scale, so the overflow reaches the output
   // (and the step's gradient check) instead of saturating away.
   const float amax = kernels::Amax(ctx, rows * cols, x);
-  const float scale = std::isfinite(amax) ? kernels::TensorScale(amax, format)
-                                          : std::numeric_limits<float>::quiet_NaN();
+  float scale = std::isfinite(amax) ? kernels::TensorScale(amax, format)
+                                    : std::numeric_limits<float>::quiet_NaN();
+  if (delayed_ != nullptr) {
+    const int tensor = Fp8DelayedScaling::Index(site_, op);
+    if (delayed_->recording()) delayed_->Record(tensor, amax);
+    // The history's scale (values beyond it saturate); still NaN on overflow.
+    if (delayed_->HasHistory(tensor) && std::isfinite(amax)) scale = delayed_->Scale(tensor);
+  }
   if (transposed) {
     kernels::QuantizeTensorTransposed(ctx, rows, cols, x, scale, format, buf.codes);
   } else {
@@ -101,13 +108,13 @@ Fp8Operand Fp8Linear::Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t
 void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                         const float* x, const float* w, float* y, bool accumulate) const {
   ANVIL_TRACE_ZONE("fp8_linear_fwd");
-  const bool tensor = recipe_.kind == Fp8Recipe::Kind::kTensor;
-  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, false, a_)
+  const bool tensor = Tensorwise();
+  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, false, Delayed::kInput, a_)
                               : Rows(ctx, n, in, x, recipe_.forward, a_);
   GemmArgs g{.m = n, .n = out, .k = in, .accumulate = accumulate};
   Fp8Operand b;
   if (tensor) {
-    b = Tensor(ctx, in, out, w, recipe_.forward, false, b_);  // w [in, out] as stored
+    b = Tensor(ctx, in, out, w, recipe_.forward, false, Delayed::kWeight, b_);  // w [in, out]
   } else if (recipe_.kind == Fp8Recipe::Kind::kBlock) {
     b = Tiles(ctx, in, out, w, b_);  // w [in, out] as stored
   } else {
@@ -120,11 +127,11 @@ void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, in
 void Fp8Linear::BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                              const float* dy, const float* w, float* dx) const {
   ANVIL_TRACE_ZONE("fp8_linear_bwd_data");
-  const bool tensor = recipe_.kind == Fp8Recipe::Kind::kTensor;
-  const Fp8Operand a = tensor ? Tensor(ctx, n, out, dy, recipe_.grad, false, a_)
+  const bool tensor = Tensorwise();
+  const Fp8Operand a = tensor ? Tensor(ctx, n, out, dy, recipe_.grad, false, Delayed::kGrad, a_)
                               : Rows(ctx, n, out, dy, recipe_.grad, a_);
   // B = wᵀ [out, in]: w [in, out] is stored [n = in, k = out].
-  const Fp8Operand b = tensor ? Tensor(ctx, in, out, w, recipe_.forward, false, b_)
+  const Fp8Operand b = tensor ? Tensor(ctx, in, out, w, recipe_.forward, false, Delayed::kWeight, b_)
                        : recipe_.kind == Fp8Recipe::Kind::kBlock
                            ? Tiles(ctx, in, out, w, b_)
                            : Rows(ctx, in, out, w, recipe_.forward, b_);
@@ -136,11 +143,11 @@ void Fp8Linear::BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t
                                const float* x, const float* dy, float* dw) const {
   ANVIL_TRACE_ZONE("fp8_linear_bwd_weight");
   // K is the token axis: both operands quantized along it, transposed.
-  const bool tensor = recipe_.kind == Fp8Recipe::Kind::kTensor;
-  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, true, a_)  // [in, n]
-                              : ColumnsTransposed(ctx, n, in, x, recipe_.forward, a_);
-  const Fp8Operand b = tensor ? Tensor(ctx, n, out, dy, recipe_.grad, true, b_)  // [out, n]
-                              : ColumnsTransposed(ctx, n, out, dy, recipe_.grad, b_);
+  const bool tensor = Tensorwise();
+  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, true, Delayed::kInput, a_)
+                              : ColumnsTransposed(ctx, n, in, x, recipe_.forward, a_);  // [in, n]
+  const Fp8Operand b = tensor ? Tensor(ctx, n, out, dy, recipe_.grad, true, Delayed::kGrad, b_)
+                              : ColumnsTransposed(ctx, n, out, dy, recipe_.grad, b_);  // [out, n]
   kernels::GemmFp8(ctx, {.m = in, .n = out, .k = n, .trans_b = Trans::kT, .accumulate = true}, a, b,
                    dw, recipe_.decode);
 }

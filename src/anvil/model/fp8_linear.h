@@ -1,5 +1,5 @@
 // FP8 training recipes for the layers' linear GEMMs (precision fp8-tensor,
-// fp8-block and mxfp8): every GEMM of the forward, the input gradient and the weight
+// fp8-delayed, fp8-block and mxfp8): every GEMM of the forward, the input gradient and the weight
 // gradient quantizes its operands just before it (kernels/quant.h) and runs
 // GemmFp8 with f32 accumulation. Master weights, optimizer state, norms,
 // attention, softmax, the loss, the residual stream and the LM head stay f32.
@@ -11,7 +11,9 @@
 //
 // fp8-tensor (current scaling): one scale per operand from its amax
 // (fp8_max / amax), E4M3 (the gradient format selectable); the weight
-// gradient's operands are cast transposed. fp8-block (DeepSeek-V3): E4M3
+// gradient's operands are cast transposed. fp8-delayed: the same with each
+// tensor's scale from its amax history (fp8_delayed_scaling.h): one
+// Fp8Linear per GEMM site (AtSite), sharing the buffers. fp8-block (DeepSeek-V3): E4M3
 // everywhere (the gradient format selectable), 1 x 128 blocks for
 // activations and gradients, 128 x 128 tiles for weights, partial sums
 // promoted to f32 every 128 of K. mxfp8: E4M3 elements in blocks of 32 along
@@ -34,19 +36,23 @@
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/quant.h"
 #include "anvil/model/config.h"
+#include "anvil/model/fp8_delayed_scaling.h"
 #include "anvil/model/low_precision_linear.h"
 #include "anvil/model/shard.h"
 
 namespace anvil::model {
 
 struct Fp8Recipe {
-  enum class Kind : uint8_t { kTensor, kBlock, kMx };
+  enum class Kind : uint8_t { kTensor, kDelayed, kBlock, kMx };
   Kind kind = Kind::kBlock;
   kernels::Fp8Format forward = kernels::Fp8Format::kE4M3;  // activations and weights
   kernels::Fp8Format grad = kernels::Fp8Format::kE4M3;     // output gradients
   kernels::BlockScale mx_rule = kernels::BlockScale::kMxOcp;
   // What the FP8 values are decoded to for the dot products (the machine's faster one).
   kernels::Fp8Decode decode = kernels::Fp8Decode::kF32;
+  // Delayed scaling: steps of amax history, and its reduction (max, or the most recent).
+  int amax_history = 16;
+  bool amax_most_recent = false;
 };
 
 class Fp8Linear : public LowPrecisionLinear {
@@ -69,6 +75,15 @@ class Fp8Linear : public LowPrecisionLinear {
   }
 
   const Fp8Recipe& recipe() const { return recipe_; }
+
+  // Delayed scaling: this recipe at GEMM site `site` (a layer's LinearSite:
+  // layer * kLinearSites + site) with scales from `delayed`, on the same buffers.
+  Fp8Linear AtSite(int site, Fp8DelayedScaling* delayed) const {
+    Fp8Linear at = *this;
+    at.site_ = site;
+    at.delayed_ = delayed;
+    return at;
+  }
 
   // y[n, out] (+)= x[n, in] · w[in, out].
   void Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const float* x,
@@ -104,18 +119,24 @@ class Fp8Linear : public LowPrecisionLinear {
                                         const Buffers& buf) const;
   // x [rows, cols] with one current scale (fp8_max / amax); `transposed`
   // writes it [cols, rows].
+  // (delayed scaling: the scale of tensor `op` of this site.)
   kernels::Fp8Operand Tensor(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
                              const float* x, kernels::Fp8Format format, bool transposed,
-                             const Buffers& buf) const;
+                             Fp8DelayedScaling::Operand op, const Buffers& buf) const;
+  bool Tensorwise() const {
+    return recipe_.kind == Fp8Recipe::Kind::kTensor || recipe_.kind == Fp8Recipe::Kind::kDelayed;
+  }
   // w [rows, cols] in 128 x 128 tiles.
   kernels::Fp8Operand Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t cols,
                             const float* w, const Buffers& buf) const;
 
   Fp8Recipe recipe_;
   Buffers a_, b_;
+  int site_ = 0;
+  Fp8DelayedScaling* delayed_ = nullptr;  // fp8-delayed's state (shared by the sites)
 };
 
-// The FP8 linear layers of a model (precision fp8-tensor, fp8-block or mxfp8,
+// The FP8 linear layers of a model (precision fp8-tensor, fp8-delayed, fp8-block or mxfp8,
 // which sets the recipe's kind) with layers of `shape`, for up to `tokens` rows a call:
 // buffers for the widest activation and the largest weight.
 template <typename Alloc>
@@ -130,9 +151,10 @@ std::shared_ptr<Fp8Linear> MakeFp8Linear(Precision precision, Fp8Recipe recipe,
   auto blocks = [](int64_t k) { return (k + 31) / 32; };
   const int64_t scales_a = tokens * blocks(widest) + widest * blocks(tokens);
   const int64_t scales_b = std::max(widest * blocks(widest), widest * blocks(tokens));
-  recipe.kind = precision == Precision::kMxfp8       ? Fp8Recipe::Kind::kMx
-                : precision == Precision::kFp8Tensor ? Fp8Recipe::Kind::kTensor
-                                                     : Fp8Recipe::Kind::kBlock;
+  recipe.kind = precision == Precision::kMxfp8        ? Fp8Recipe::Kind::kMx
+                : precision == Precision::kFp8Tensor  ? Fp8Recipe::Kind::kTensor
+                : precision == Precision::kFp8Delayed ? Fp8Recipe::Kind::kDelayed
+                                                      : Fp8Recipe::Kind::kBlock;
   return std::make_shared<Fp8Linear>(recipe, tokens * widest, std::max(tokens * widest, weight),
                                      scales_a, scales_b, alloc);
 }

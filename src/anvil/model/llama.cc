@@ -60,6 +60,24 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   } else {
     Carve(config_, options_, allocate, store_bf16_);
   }
+  if (options_.precision == Precision::kFp8Delayed) {
+    // One Fp8Linear per GEMM site of each layer (shared buffers), each with
+    // its tensors' histories in fp8_delayed_; each layer its own scratch.
+    const Fp8Recipe& r = options_.fp8;
+    fp8_delayed_ = std::make_unique<Fp8DelayedScaling>(config.n_layers * kLinearSites,
+                                                       r.amax_history, r.amax_most_recent,
+                                                       r.forward, r.grad);
+    Store<float>& s = store_f32_;
+    s.site_fp8.reserve(static_cast<size_t>(end_layer_ - first_layer_) * kLinearSites);
+    for (int l = first_layer_; l < end_layer_; ++l) {
+      BlockScratch<float> scratch = s.scratch;
+      for (int site = 0; site < kLinearSites; ++site) {
+        s.site_fp8.push_back(s.fp8->AtSite(l * kLinearSites + site, fp8_delayed_.get()));
+        scratch.linear[site] = &s.site_fp8.back();
+      }
+      s.layer_scratch.push_back(scratch);
+    }
+  }
 }
 
 LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions options) {
@@ -146,10 +164,10 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                f32(n * qkv),
                bf16 ? act(n * qkv) : nullptr,
                act(n * f),
-               act(n * 2 * f),
-               s.fp8.get()};
+               act(n * 2 * f)};
+  s.scratch.SetLinear(s.fp8.get());
   s.scratch_f32_gemms = s.scratch;
-  s.scratch_f32_gemms.low_precision = nullptr;
+  s.scratch_f32_gemms.SetLinear(nullptr);
 }
 
 bool Llama::Fp8Layer(int layer) const {
@@ -159,7 +177,8 @@ bool Llama::Fp8Layer(int layer) const {
 
 template <typename A>
 const BlockScratch<A>& Llama::LayerScratch(const Store<A>& s, int layer) const {
-  return Fp8Layer(layer) ? s.scratch : s.scratch_f32_gemms;
+  if (!Fp8Layer(layer)) return s.scratch_f32_gemms;
+  return s.layer_scratch.empty() ? s.scratch : s.layer_scratch[layer - first_layer_];
 }
 
 template <>

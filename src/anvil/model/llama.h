@@ -135,6 +135,9 @@ class Llama {
   // Whether layer l's linear GEMMs run in FP8 (an FP8 precision, and not one
   // of the high-precision layers at either end).
   bool Fp8Layer(int layer) const;
+  // fp8-delayed: the tensors' amax histories and scales (the trainer runs
+  // its BeginStep/EndStep around each step and checkpoints it); else null.
+  Fp8DelayedScaling* fp8_delayed() const { return fp8_delayed_.get(); }
   LlamaParams& params() { return params_; }
   const LlamaParams& params() const { return params_; }
 
@@ -234,9 +237,13 @@ class Llama {
   struct Store {
     std::vector<Slot<A>> slots;         // [activation_slots]
     HeadSaved<A> head;                  // the head's forward and backward run in one go
-    BlockScratch<A> scratch;            // scratch.low_precision is fp8
-    BlockScratch<A> scratch_f32_gemms;  // the same buffers, low_precision null: high-precision layers
+    BlockScratch<A> scratch;            // scratch.linear: fp8
+    BlockScratch<A> scratch_f32_gemms;  // the same buffers, no linear: high-precision layers
     std::shared_ptr<Fp8Linear> fp8;     // the FP8 precisions' linear layers and their buffers
+    // fp8-delayed: each GEMM site's Fp8Linear (on fp8's buffers), and each
+    // layer's scratch pointing at its sites ([stage layers]).
+    std::vector<Fp8Linear> site_fp8;
+    std::vector<BlockScratch<A>> layer_scratch;
   };
   // Lays out every activation of options.max_batch x options.max_seq_len
   // tokens through `alloc(bytes)`: a counter sizes the arena, the arena fills it.
@@ -282,6 +289,7 @@ class Llama {
   Arena arena_;
   Store<float> store_f32_;
   Store<BF16> store_bf16_;
+  std::unique_ptr<Fp8DelayedScaling> fp8_delayed_;  // fp8-delayed's amax histories and scales
 };
 
 }  // namespace anvil::model

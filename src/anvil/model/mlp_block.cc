@@ -16,10 +16,10 @@ void MlpBlockForward(const BlockShape& s, const MlpWeights<A>& w, int64_t n, con
   NormForward(ctx, n, c, x, w.norm, static_cast<float>(s.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
   LinearForward(ctx, n, c, 2 * f, saved.xn, w.w_gate_up, saved.gate_up, /*accumulate=*/false,
-                scratch.low_precision);
+                scratch.Linear(kGateUpSite));
   kernels::SwiGluForward(ctx, n, f, saved.gate_up, saved.h);
   if (y == nullptr) return;
-  RowParallelResidual(ctx, s.shard, n, f, c, x, saved.h, w.w_down, y, scratch.low_precision);
+  RowParallelResidual(ctx, s.shard, n, f, c, x, saved.h, w.w_down, y, scratch.Linear(kDownSite));
 }
 
 template <typename A>
@@ -36,13 +36,15 @@ void MlpBlockBackward(const BlockShape& s, const MlpWeights<A>& w, int64_t n, co
   const int64_t c = s.dim, f = s.ffn;
   // Down projection: y = x + h · w_down (row-parallel: d is whole on every rank).
   const A* dy = AsAct(ctx, d, scratch.dy_act, n * c);
-  LinearBackwardWeight(ctx, n, f, c, saved.h, dy, grads.w_down, scratch.low_precision);
-  LinearBackwardData(ctx, n, f, c, dy, w.w_down, scratch.dh, scratch.low_precision);
+  LinearBackwardWeight(ctx, n, f, c, saved.h, dy, grads.w_down, scratch.Linear(kDownSite));
+  LinearBackwardData(ctx, n, f, c, dy, w.w_down, scratch.dh, scratch.Linear(kDownSite));
   // SwiGLU, then the gate/up projection (column-parallel: the norm output's
   // grad summed over the ranks).
   kernels::SwiGluBackward(ctx, n, f, saved.gate_up, scratch.dh, scratch.dgate_up);
-  LinearBackwardWeight(ctx, n, c, 2 * f, saved.xn, scratch.dgate_up, grads.w_gate_up, scratch.low_precision);
-  LinearBackwardData(ctx, n, c, 2 * f, scratch.dgate_up, w.w_gate_up, scratch.dxn, scratch.low_precision);
+  LinearBackwardWeight(ctx, n, c, 2 * f, saved.xn, scratch.dgate_up, grads.w_gate_up,
+                       scratch.Linear(kGateUpSite));
+  LinearBackwardData(ctx, n, c, 2 * f, scratch.dgate_up, w.w_gate_up, scratch.dxn,
+                     scratch.Linear(kGateUpSite));
   s.shard.AllReduce(scratch.dxn, n * c);
   // RMSNorm, then the residual: d_x = d_y + d_norm.
   kernels::RmsNormBackward(ctx, n, c, x, w.norm, saved.rstd, scratch.dxn, scratch.dxn, grads.norm);

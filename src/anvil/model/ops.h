@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -41,6 +42,10 @@ struct TokenLayout {
   kernels::RopeTable rope;
 };
 
+// A layer's linear GEMM sites (the q|k|v, o, gate|up and down projections):
+// an FP8 recipe with state per tensor (delayed scaling) keeps it per site.
+enum LinearSite : int { kQkvSite, kOutSite, kGateUpSite, kDownSite, kLinearSites };
+
 // Per-step scratch the blocks share (carved once from the activation arena;
 // only one block runs at a time). Shapes for N rows.
 template <typename A>
@@ -53,9 +58,12 @@ struct BlockScratch {
   A* dqkv_act = nullptr;        // [N, QKV] (bf16 only)
   A* dh = nullptr;              // [N, F]
   A* dgate_up = nullptr;        // [N, 2F]
-  // The linear layers' GEMMs in FP8 (the FP8 precisions) or integers
-  // (quantized inference), A = float; else null: the Linear* helpers below take it.
-  const LowPrecisionLinear* low_precision = nullptr;
+  // The layer's linear GEMMs in FP8 (the FP8 precisions) or integers
+  // (quantized inference), one per site (A = float); null: A's Gemm. The
+  // Linear* helpers below take them.
+  std::array<const LowPrecisionLinear*, kLinearSites> linear = {};
+  const LowPrecisionLinear* Linear(LinearSite site) const { return linear[site]; }
+  void SetLinear(const LowPrecisionLinear* lp) { linear.fill(lp); }
 };
 
 // dst[0, n) = A(src): an RNE rounding for bf16, a copy for f32.

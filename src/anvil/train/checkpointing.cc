@@ -89,6 +89,9 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   s["val_shard_checksum"] = fmt::format("{:016x}", val_shard_->checksum());
   s["precision"] = model::PrecisionName(train_.precision);
   s["schedule_planned"] = schedule_planned_;
+  if (const model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
+    s["fp8_delayed"] = delayed->Save();
+  }
   s["layout"] = {{"dp", dp_size()}, {"zero", plan_->zero()}, {"grad_accum", train_.grad_accum}};
   RETURN_IF_ERROR(WriteFileAtomic(temp + "/trainer_state.json", s.dump(2) + "\n"));
   RETURN_IF_ERROR(WriteFileAtomic(temp + "/checkpoint_index.json", CheckpointIndexJson()));
@@ -213,6 +216,14 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   step_ = s.step;
   tokens_seen_ = s.tokens_seen;
   schedule_planned_ = s.schedule_planned;
+  if (model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
+    if (!delayed->Restore(s.fp8_delayed)) {
+      return DataLoss(fmt::format(
+          "{}: fp8_delayed holds {} values, not the {} tensors x (3 + train.fp8_amax_history = "
+          "{}) of this model's delayed scaling",
+          state_path, s.fp8_delayed.size(), delayed->tensors(), delayed->history_len()));
+    }
+  }
   for (auto& loader : loaders_) loader->Seek(s.loader);
   last_saved_step_ = step_;
   return Status::Ok();

@@ -28,7 +28,8 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   } else {
     auto p = model::ParsePrecision(precision);
     if (!p.ok()) {
-      return p.status().WithContext("key train.precision (f32, bf16, fp8-tensor, fp8-block, mxfp8 or auto)");
+      return p.status().WithContext(
+          "key train.precision (f32, bf16, fp8-tensor, fp8-delayed, fp8-block, mxfp8 or auto)");
     }
     c.precision = *p;
   }
@@ -73,6 +74,19 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
     return InvalidArgument(fmt::format(
         "key train.fp8_grad_format = \"{}\": expected \"e4m3\" or \"e5m2\"", grad_format));
   }
+  ASSIGN_OR_RETURN(c.fp8_amax_history,
+                   config.GetInt("train.fp8_amax_history", c.fp8_amax_history));
+  if (c.fp8_amax_history < 1 || c.fp8_amax_history > 4096) {
+    return InvalidArgument(fmt::format("key train.fp8_amax_history = {}: expected 1..4096",
+                                       c.fp8_amax_history));
+  }
+  ASSIGN_OR_RETURN(const std::string reduction,
+                   config.GetString("train.fp8_amax_reduction", "max"));
+  if (reduction != "max" && reduction != "most_recent") {
+    return InvalidArgument(fmt::format(
+        "key train.fp8_amax_reduction = \"{}\": expected \"max\" or \"most_recent\"", reduction));
+  }
+  c.fp8_amax_most_recent = reduction == "most_recent";
   RETURN_IF_ERROR(c.Validate());
   return c;
 }

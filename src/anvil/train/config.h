@@ -28,7 +28,7 @@ struct TrainConfig {
   int64_t seq_len = 256;        // T
   int64_t grad_accum = 1;       // micro-batches per step
   int64_t seed = 1234;          // weight init and data order
-  // train.precision: "f32", "bf16", "fp8-tensor", "fp8-block", "mxfp8" or "auto"
+  // train.precision: "f32", "bf16", "fp8-tensor", "fp8-delayed", "fp8-block", "mxfp8" or "auto"
   // (precision_auto: the trainer sets `precision` from AutoPrecision, f32 or
   // bf16, and the resolved config records the choice, so a resume keeps it).
   model::Precision precision = model::Precision::kF32;
@@ -45,6 +45,10 @@ struct TrainConfig {
   // train.fp8_high_precision_layers: with an FP8 precision, the first and the
   // last this many layers keep f32 GEMMs (the LM head always does).
   int64_t fp8_high_precision_layers = 0;
+  // fp8-delayed: train.fp8_amax_history steps of amax per tensor, reduced by
+  // train.fp8_amax_reduction "max" or "most_recent" (fp8_delayed_scaling.h).
+  int64_t fp8_amax_history = 16;
+  bool fp8_amax_most_recent = false;
   // train.on_nonfinite: what a step whose gradient holds an infinity or a NaN
   // does: "skip" (the optimizer step is skipped, the run goes on) or "stop"
   // (the run ends with an error). Either way the tensor is named.

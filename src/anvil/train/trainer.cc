@@ -6,8 +6,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
@@ -225,7 +227,10 @@ Status Trainer::Build() {
   const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
                                .max_batch = train_.batch_size, .max_seq_len = train_.seq_len,
                                .buffers = {.weights = zero < 3, .grads = zero < 2},
-                               .fp8 = {.grad = train_.fp8_grad_format, .decode = train_.fp8_decode},
+                               .fp8 = {.grad = train_.fp8_grad_format,
+                                       .decode = train_.fp8_decode,
+                                       .amax_history = static_cast<int>(train_.fp8_amax_history),
+                                       .amax_most_recent = train_.fp8_amax_most_recent},
                                .fp8_high_precision_layers =
                                    static_cast<int>(train_.fp8_high_precision_layers)};
   ASSIGN_OR_RETURN(memory_estimate_,
@@ -400,6 +405,8 @@ StepMetrics Trainer::Step() {
     };
   }
   const model::StepHooks& hooks = probing ? probe_hooks : hooks_;
+  model::Fp8DelayedScaling* delayed = model_->fp8_delayed();
+  if (delayed != nullptr) delayed->BeginStep();  // the micro-batches record their amaxes
   for (int i = 0; i < accum; ++i) {
     dp_->BeginMicroBatch(i);  // waits for reductions still reading the grads
     {
@@ -410,6 +417,14 @@ StepMetrics Trainer::Step() {
     loss_sums[i] = model_->ForwardBackward(*ctx_, micro_[i].view, loss_scale, hooks).loss_sum;
   }
   const std::span<const float> grads = dp_->FinishReduction();
+  if (delayed != nullptr) {
+    // Every rank's amaxes, so the scales stay equal across ranks (a NaN
+    // passed as +inf: the max keeps it, and EndStep skips it).
+    std::span<float> amax = delayed->step_amax();
+    for (float& a : amax) a = std::isnan(a) ? std::numeric_limits<float>::infinity() : a;
+    if (ranks > 1) dp.AllReduce(amax, comm::ReduceOp::kMax);
+    delayed->EndStep();
+  }
   // Every slot's loss sum, added in slot order (micro-batch i of rank r is
   // slot i * dp + r): the same bits for any layout of the same global batch.
   std::vector<double> all_sums(static_cast<size_t>(accum) * ranks);

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 namespace anvil::train {
 namespace {
 
@@ -51,6 +53,15 @@ Result<TrainerState> ParseTrainerState(std::string_view text, const std::string&
     st.precision = s.at("precision").get<std::string>();
     // Absent in checkpoints made before time budgets existed.
     if (s.contains("schedule_planned")) st.schedule_planned = s.at("schedule_planned").get<bool>();
+    if (s.contains("fp8_delayed")) {
+      for (const nlohmann::json& v : s.at("fp8_delayed")) {
+        const double x = v.get<double>();
+        if (!std::isfinite(x) || x < 0) {
+          return DataLoss(fmt::format("{}: fp8_delayed holds {}, not a finite value >= 0", path, x));
+        }
+        st.fp8_delayed.push_back(x);
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(fmt::format("{}: malformed: {}", path, e.what()));
   }

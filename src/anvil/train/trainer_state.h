@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "anvil/core/status.h"
 #include "anvil/data/loader.h"
@@ -26,6 +27,8 @@ struct TrainerState {
   std::string train_shard_checksum, val_shard_checksum;  // "{:016x}"
   std::string precision;
   bool schedule_planned = false;  // train.steps already fitted to train.time_budget_minutes
+  // fp8-delayed: the amax histories and scales (model::Fp8DelayedScaling::Save).
+  std::vector<double> fp8_delayed;
 };
 
 // Parses the JSON text; `path` names it in errors. Checks types and ranges
