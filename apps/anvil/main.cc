@@ -18,8 +18,11 @@ void PrintVersion() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Only what works today: parallelism, low precision and RL are in progress.
-  CLI::App app("anvil: LLM pre-training on CPUs (Llama, f32/bf16, one process)", "anvil");
+  // Only what works today: model parallelism in the trainer and RL are in progress.
+  CLI::App app(
+      "anvil: LLM pre-training on CPUs (Llama; f32, bf16 and FP8 training; data parallel over "
+      "MPI; KV-cache generation, also W8A8/W4A8)",
+      "anvil");
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "Print version, git commit and the CPU features detected");
