@@ -1,5 +1,7 @@
-// `anvil probe diff RUN_A RUN_B`: where two runs' numerics part. Parsing and
-// printing only; the records and the comparison are train/probe.h.
+// `anvil probe diff RUN_A RUN_B`: where two runs' numerics part; `anvil probe
+// --ckpt DIR --out OUT`: the records of one step on a saved checkpoint and
+// batch. Parsing and printing only; the records and the comparison are
+// train/probe.h, the checkpoint's step train/checkpoint_probe.h.
 #include <fmt/core.h>
 
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <string>
 
 #include "anvil/commands.h"
+#include "anvil/train/checkpoint_probe.h"
 #include "anvil/train/probe.h"
 
 namespace anvil::cli {
@@ -62,8 +65,37 @@ int RunDiff(const ProbeDiffOptions& o) {
 
 void AddProbeCommand(CLI::App& app) {
   CLI::App* probe = app.add_subcommand(
-      "probe", "Numerics records of runs trained with --probe");
-  probe->require_subcommand(1);
+      "probe",
+      "Numerics records: of a checkpoint on a saved batch (--ckpt), or compared (diff)");
+  probe->require_subcommand(0, 1);
+  auto c = std::make_shared<train::CheckpointProbeOptions>();
+  probe->add_option("--ckpt", c->checkpoint,
+                    "Checkpoint folder, run folder (its latest checkpoint) or a `latest` file");
+  probe->add_option("--out", c->out_dir, "Folder for probe.jsonl (a run folder for `probe diff`)");
+  probe->add_option("--precision", c->precision,
+                    "f32, bf16, fp8-tensor, fp8-delayed, fp8-block or mxfp8")
+      ->capture_default_str();
+  probe->add_option("--tokens", c->tokens_file,
+                    "File of token ids (white space between them), cut into rows of seq-len + 1; "
+                    "default: the run's first validation windows");
+  probe->add_option("--rows", c->rows, "Rows of the batch")->capture_default_str();
+  probe->add_option("--seq-len", c->seq_len, "Tokens per row (0: the run's train.seq_len)")
+      ->capture_default_str();
+  probe->add_option("--probe-fault", c->fault, "NAME=FACTOR: scale one activation (a test)");
+  probe->add_option("--threads", c->threads, "Threads (0: ANVIL_THREADS or all)");
+  probe->callback([probe, c] {
+    if (!probe->get_subcommands().empty()) return;  // `probe diff`
+    if (c->checkpoint.empty()) {
+      throw CLI::ValidationError("probe", "give --ckpt DIR --out OUT, or `probe diff RUN_A RUN_B`");
+    }
+    auto r = train::ProbeCheckpoint(*c);
+    if (!r.ok()) {
+      fmt::print(stderr, "anvil probe: {}\n", r.status().ToString());
+      throw CLI::RuntimeError(1);
+    }
+    fmt::print("{}: {} records of one step ({} precision, batch loss {:.6f})\n", r->path,
+               r->records, c->precision, r->loss);
+  });
   auto o = std::make_shared<ProbeDiffOptions>();
   CLI::App* diff = probe->add_subcommand(
       "diff", "Name the first tensor, in execution order, where two runs' numerics part");

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # End to end through the `anvil` binary: prepare a small text folder, train a
 # micro model for a few steps, generate from its checkpoint, evaluate it (f32,
-# W8A8, W4A8); an unknown config
-# key is an error naming it; a non-finite gradient is skipped and named (or
-# stops the run); the numerics probe names a planted fault; the FP8
-# precisions train; Ctrl-C (SIGINT) checkpoints,
-# exits 0, and the run resumes. Usage: cli_test.sh ANVIL_BINARY WORK_DIR
+# W8A8, W4A8); an unknown config key is an error naming it; a non-finite
+# gradient is skipped and named (or stops the run); the numerics probe (of a
+# run, and of a checkpoint's step) names a planted fault; the FP8 precisions
+# train; Ctrl-C (SIGINT) checkpoints, exits 0, and the run resumes.
+# Usage: cli_test.sh ANVIL_BINARY WORK_DIR
 set -euo pipefail
 anvil=$1
 work=$2
@@ -103,6 +103,23 @@ grep -q "no divergence beyond" "$work/diff_same.log" || { cat "$work/diff_same.l
 "$anvil" probe diff "$work/probe_a" "$work/probe_f" > "$work/diff_fault.log" || fail "probe diff (fault)"
 grep -q "first divergence: step 1, layers.1.attn_out (activation)" "$work/diff_fault.log" \
   || { cat "$work/diff_fault.log"; fail "the planted fault was not named"; }
+
+# The probe on a saved checkpoint and batch: the same step twice agrees, a
+# planted fault is named, a bad token file is one clear error.
+"$anvil" probe --ckpt "$work/run" --out "$work/cprobe_a" --rows 2 > "$work/cprobe.log" 2>&1 \
+  || { cat "$work/cprobe.log"; fail "probe --ckpt"; }
+"$anvil" probe --ckpt "$work/run" --out "$work/cprobe_b" --rows 2 > /dev/null 2>&1 || fail "probe --ckpt b"
+"$anvil" probe --ckpt "$work/run" --out "$work/cprobe_f" --rows 2 \
+  --probe-fault layers.1.attn_out=1.05 > /dev/null 2>&1 || fail "probe --ckpt with a fault"
+"$anvil" probe diff "$work/cprobe_a" "$work/cprobe_b" | grep -q "no divergence beyond" \
+  || fail "a checkpoint's probe differs from itself"
+"$anvil" probe diff "$work/cprobe_a" "$work/cprobe_f" \
+  | grep -q "first divergence: step 4, layers.1.attn_out (activation)" \
+  || fail "the planted fault in the checkpoint probe was not named"
+printf '1 2 x 3' > "$work/bad_tokens.txt"
+if "$anvil" probe --ckpt "$work/run" --out "$work/cprobe_bad" --tokens "$work/bad_tokens.txt" \
+     > "$work/cprobe_bad.log" 2>&1; then fail "a malformed token file was accepted"; fi
+grep -q "expected token ids" "$work/cprobe_bad.log" || { cat "$work/cprobe_bad.log"; fail "bad tokens not explained"; }
 
 # FP8 recipes train through the CLI.
 for p in fp8-tensor fp8-delayed fp8-block mxfp8; do

@@ -11,7 +11,8 @@
 namespace anvil::infer {
 
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
-                                            model::Precision precision, int threads) {
+                                            model::Precision precision, int threads,
+                                            int64_t max_batch) {
   CheckpointModel m;
   ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
@@ -21,7 +22,7 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
   m.ctx = std::make_unique<kernels::KernelCtx>(*m.pool, BestIsa(), scratch);
   m.llama = std::make_unique<model::Llama>(
       m.config,
-      model::LlamaOptions{.precision = precision, .max_batch = 1,
+      model::LlamaOptions{.precision = precision, .max_batch = max_batch,
                           .max_seq_len = m.config.max_seq_len},
       *m.ctx);
   m.llama->InitWeights(*m.ctx, 0);  // zeroes the padding; the load overwrites every tensor

@@ -26,8 +26,10 @@ struct CheckpointModel {
 };
 
 // `checkpoint`: a checkpoint folder, a run folder or its `latest` file;
-// `threads` 0: ANVIL_THREADS or all cores.
+// `threads` 0: ANVIL_THREADS or all cores; steps of up to `max_batch` rows of
+// model.max_seq_len tokens.
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
-                                            model::Precision precision, int threads);
+                                            model::Precision precision, int threads,
+                                            int64_t max_batch = 1);
 
 }  // namespace anvil::infer

@@ -1,0 +1,134 @@
+// The numerics probe on a checkpoint and a saved batch (checkpoint_probe.h).
+#include "anvil/train/checkpoint_probe.h"
+
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "anvil/core/config.h"
+#include "anvil/core/file_util.h"
+#include "anvil/data/loader.h"
+#include "anvil/data/shard.h"
+#include "anvil/infer/checkpoint_model.h"
+#include "anvil/train/probe.h"
+
+namespace anvil::train {
+namespace {
+
+// rows x (T + 1) ids: from the file, or the run's first validation windows.
+Result<std::vector<int32_t>> BatchTokens(const CheckpointProbeOptions& o, const std::string& dir,
+                                         int64_t t, int64_t vocab) {
+  const size_t want = static_cast<size_t>(o.rows * (t + 1));
+  std::vector<int32_t> ids;
+  if (!o.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(const std::string text, ReadFile(o.tokens_file));
+    std::istringstream in(text);
+    long long id;
+    while (ids.size() < want && in >> id) {
+      if (id < 0 || id >= vocab) {
+        return InvalidArgument(fmt::format("{}: token id {} is not in [0, {})", o.tokens_file, id,
+                                           vocab));
+      }
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    if (!in && !in.eof()) {
+      return InvalidArgument(fmt::format("{}: expected token ids separated by white space",
+                                         o.tokens_file));
+    }
+    if (ids.size() < want) {
+      return InvalidArgument(fmt::format("{}: {} token ids, {} rows of {} need {}", o.tokens_file,
+                                         ids.size(), o.rows, t + 1, want));
+    }
+    return ids;
+  }
+  ASSIGN_OR_RETURN(Config run, Config::FromFile(dir + "/config.toml"));
+  ASSIGN_OR_RETURN(const std::string data_dir, run.GetString("data.dir", ""));
+  if (data_dir.empty()) {
+    return InvalidArgument(fmt::format("{}/config.toml: no data.dir; pass --tokens", dir));
+  }
+  ASSIGN_OR_RETURN(const data::TokenShard shard, data::TokenShard::Open(data_dir + "/val.bin"));
+  data::LoaderConfig lc{.batch_size = static_cast<int>(o.rows), .seq_len = static_cast<int>(t),
+                        .shuffle = false};
+  ASSIGN_OR_RETURN(data::Loader loader, data::Loader::Create(shard, lc));
+  data::Batch batch;
+  loader.Fill({0, 0}, &batch);
+  return batch.tokens;
+}
+
+}  // namespace
+
+Result<CheckpointProbeResult> ProbeCheckpoint(const CheckpointProbeOptions& o) {
+  if (o.rows < 1) return InvalidArgument("--rows must be >= 1");
+  if (o.seq_len < 0) return InvalidArgument("--seq-len must be >= 0");
+  if (o.out_dir.empty()) return InvalidArgument("--out is required");
+  std::string fault_name;
+  float fault_factor = 1;
+  if (!o.fault.empty()) {
+    const size_t eq = o.fault.rfind('=');
+    char* end = nullptr;
+    if (eq != std::string::npos) fault_factor = std::strtof(o.fault.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0') {
+      return InvalidArgument(fmt::format("--probe-fault \"{}\": expected NAME=FACTOR", o.fault));
+    }
+    fault_name = o.fault.substr(0, eq);
+  }
+  ASSIGN_OR_RETURN(const model::Precision precision, model::ParsePrecision(o.precision));
+  ASSIGN_OR_RETURN(infer::CheckpointModel m,
+                   infer::LoadCheckpointModel(o.checkpoint, precision, o.threads, o.rows));
+  int64_t t = o.seq_len;
+  if (t == 0) {
+    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(t, run.GetInt("train.seq_len", 0));
+  }
+  if (t < 1 || t > m.config.max_seq_len) {
+    return InvalidArgument(fmt::format("sequence length {} is not in [1, model.max_seq_len = {}]",
+                                       t, m.config.max_seq_len));
+  }
+  ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                   BatchTokens(o, m.info.dir, t, m.config.vocab_size));
+  std::vector<int32_t> tokens, targets;
+  for (int64_t r = 0; r < o.rows; ++r) {
+    const int32_t* row = ids.data() + r * (t + 1);
+    tokens.insert(tokens.end(), row, row + t);
+    targets.insert(targets.end(), row + 1, row + t + 1);
+  }
+  const model::Batch batch{.rows = o.rows, .seq_len = t, .tokens = tokens, .targets = targets};
+
+  RETURN_IF_ERROR(MakeDirectories(o.out_dir));
+  CheckpointProbeResult result;
+  result.path = o.out_dir + "/probe.jsonl";
+  ProbeWriter writer;
+  RETURN_IF_ERROR(writer.Open(result.path));
+  const bool fp8 = model::IsFp8(precision);
+  const int64_t step = m.info.step;
+  int64_t index = 0;
+  model::StepHooks hooks;
+  hooks.probe = [&](const std::string& name, float* x, int64_t n) {
+    if (name == fault_name) {
+      for (int64_t i = 0; i < n; ++i) x[i] *= fault_factor;
+    }
+    const bool grad = name.size() > 5 && name.compare(name.size() - 5, 5, ".d_in") == 0;
+    writer.Write({.step = step, .index = index++, .name = name,
+                  .kind = grad ? "activation_grad" : "activation",
+                  .stats = ComputeProbeStats({x, static_cast<size_t>(n)}, fp8)});
+  };
+  model::Llama& llama = *m.llama;
+  llama.ZeroGrads(*m.ctx);
+  const model::LossStats loss = llama.ForwardBackward(*m.ctx, batch, 0.0f, hooks);
+  result.loss = loss.mean();
+  model::LlamaParams& params = llama.params();
+  for (const model::ParamInfo& p : params.params()) {
+    writer.Write({.step = step, .index = index++, .name = p.name, .kind = "param_grad",
+                  .stats = ComputeProbeStats(params.grads().subspan(p.offset, p.numel), fp8)});
+  }
+  for (const model::ParamInfo& p : params.params()) {
+    writer.Write({.step = step, .index = index++, .name = p.name, .kind = "weight",
+                  .stats = ComputeProbeStats(params.weights().subspan(p.offset, p.numel), fp8)});
+  }
+  result.records = index;
+  return result;
+}
+
+}  // namespace anvil::train
