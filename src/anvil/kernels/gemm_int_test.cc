@@ -1,6 +1,7 @@
 // The integer GEMMs (W8A8, W4A8) on every tier, 1 and 2 threads, with and
 // without accumulate, at edge shapes (k not a multiple of 4, 8 or 128; n not
-// a multiple of 16; row counts across the tiers' row tiles):
+// a multiple of 16, nor whole groups of 4 panels; row counts across the
+// tiers' row tiles, one panel and the wide 4-panel tiles):
 // - the weights' codes and scales equal the scalar oracle's (ref/gemm_int_ref.h),
 // - y equals the oracle bit for bit (the sums are exact integers and the
 //   epilogue has one order), so batch invariance and thread independence hold,
@@ -56,7 +57,8 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 struct Shape {
   int64_t k, n;
 };
-const Shape kShapes[] = {{1, 1}, {5, 17}, {128, 16}, {300, 33}, {1376, 40}, {129, 100}};
+const Shape kShapes[] = {{1, 1},     {5, 17},    {128, 16}, {300, 33},
+                         {1376, 40}, {129, 100}, {200, 60}};
 
 TEST(GemmIntTest, WeightsMatchTheOracle) {
   for (IntBits bits : {IntBits::kInt8, IntBits::kInt4}) {

@@ -247,28 +247,50 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   base.ld = a.ld;
   base.ldy = ldy;
   base.accumulate = accumulate;
+  // Many rows: groups of wide_panels panels through the wide kernel where
+  // the tier has one (a panel group left short takes the one-panel kernel).
+  const bool wide = !int4 && kernels.int8_wide != nullptr && a.m > kernels.max_rows;
+  const int64_t group = wide ? kernels.wide_panels : 1;
+  const int64_t units = (panels + group - 1) / group;
+  auto tile = [&](PanelTask& t, int64_t p, int64_t r0, int64_t rows) {
+    t.lines_data = w.panel(p);
+    t.scales = w.scales() + p * 16;
+    t.column_sums = w.column_sums() + p * 16;
+    t.rows = rows;
+    t.q = a.q + r0 * a.ld;
+    t.q_u8 = a.q_u8 + r0 * a.ld;
+    t.row_scales = a.scales + r0;
+    t.group_sums = a.group_sums + r0 * groups;
+    t.y = y + r0 * ldy + p * 16;
+  };
   auto run = [&](int64_t b, int64_t e, int) {
     PanelTask t = base;
-    for (int64_t p = b; p < e; ++p) {
-      t.lines_data = w.panel(p);
-      t.scales = w.scales() + p * 16;
-      t.column_sums = w.column_sums() + p * 16;
-      t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - p * 16));
-      for (int64_t r0 = 0; r0 < a.m; r0 += kernels.max_rows) {
-        t.rows = std::min<int64_t>(kernels.max_rows, a.m - r0);
-        t.q = a.q + r0 * a.ld;
-        t.q_u8 = a.q_u8 + r0 * a.ld;
-        t.row_scales = a.scales + r0;
-        t.group_sums = a.group_sums + r0 * groups;
-        t.y = y + r0 * ldy + p * 16;
-        (int4 ? kernels.int4 : kernels.int8)(t);
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t p0 = u * group, in_group = std::min(group, panels - p0);
+      if (wide && in_group == group) {
+        t.panels = static_cast<int>(group);
+        t.panel_bytes = w.lines() * 64;
+        t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - (p0 + group - 1) * 16));
+        for (int64_t r0 = 0; r0 < a.m; r0 += kernels.wide_rows) {
+          tile(t, p0, r0, std::min<int64_t>(kernels.wide_rows, a.m - r0));
+          kernels.int8_wide(t);
+        }
+        continue;
+      }
+      t.panels = 1;
+      for (int64_t p = p0; p < p0 + in_group; ++p) {
+        t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - p * 16));
+        for (int64_t r0 = 0; r0 < a.m; r0 += kernels.max_rows) {
+          tile(t, p, r0, std::min<int64_t>(kernels.max_rows, a.m - r0));
+          (int4 ? kernels.int4 : kernels.int8)(t);
+        }
       }
     }
   };
   if (a.m * a.k * w.n() < kMinMacsPerThread * 2 || ctx.threads() == 1) {
-    run(0, panels, 0);
+    run(0, units, 0);
   } else {
-    ctx.pool().ParallelFor(panels, run);
+    ctx.pool().ParallelFor(units, run);
   }
 }
 

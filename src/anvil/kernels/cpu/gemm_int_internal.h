@@ -32,6 +32,10 @@ struct PanelTask {
   int64_t ldy = 0;
   int columns = 16;
   bool accumulate = false;
+  // A wide task (Kernels::int8_wide): `panels` consecutive panels, each
+  // panel_bytes after the last; `columns` counts the last panel's only.
+  int panels = 1;
+  int64_t panel_bytes = 0;
 };
 
 using PanelFn = void (*)(const PanelTask& task);
@@ -39,6 +43,11 @@ struct Kernels {
   PanelFn int8 = nullptr;
   PanelFn int4 = nullptr;
   int max_rows = 1;  // rows per task
+  // Optional, for many rows: int8 on `wide_panels` panels x up to `wide_rows`
+  // rows at once (fewer loads per multiply-add than one panel of max_rows).
+  PanelFn int8_wide = nullptr;
+  int wide_panels = 1;
+  int wide_rows = 1;
 };
 
 const Kernels& Avx2Kernels();
