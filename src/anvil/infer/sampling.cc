@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace anvil::infer {
 
@@ -20,29 +21,33 @@ Status SamplingConfig::Validate() const {
   return Status::Ok();
 }
 
-Sampler::Sampler(const SamplingConfig& config)
-    : config_(config), rng_(config.seed, RngPurpose::kSampling) {}
+Sampler::Sampler(const SamplingConfig& config) : config_(config) {}
 
-int32_t Sampler::Sample(std::span<const float> logits, uint64_t index) {
+void Sampler::Distribution(std::span<const float> logits) {
   const int32_t v = static_cast<int32_t>(logits.size());
   auto better = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  if (config_.greedy) {
+  order_.resize(v);
+  for (int32_t i = 0; i < v; ++i) order_[i] = i;
+  const bool all = config_.greedy || config_.top_k <= 0;
+  const int32_t k = all ? v : std::min(config_.top_k, v);
+  // Every token kept and no top-p: no order needed (tokens in id order, the
+  // best one first for greedy's pick).
+  const bool unsorted = all && (config_.greedy || config_.top_p >= 1);
+  if (unsorted) {
     int32_t best = 0;
     for (int32_t i = 1; i < v; ++i) {
       if (better(i, best)) best = i;
     }
-    return best;
+    std::swap(order_[0], order_[best]);
+  } else {
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
   }
-  order_.resize(v);
-  for (int32_t i = 0; i < v; ++i) order_[i] = i;
-  const int32_t k = config_.top_k > 0 ? std::min(config_.top_k, v) : v;
-  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
   order_.resize(k);
   // Softmax of logits / temperature over the kept tokens, in double.
   probs_.resize(k);
-  const double inv_t = 1.0 / config_.temperature;
+  const double inv_t = config_.greedy ? 1.0 : 1.0 / config_.temperature;
   const double top = logits[order_[0]] * inv_t;
   double sum = 0;
   for (int32_t i = 0; i < k; ++i) {
@@ -50,26 +55,47 @@ int32_t Sampler::Sample(std::span<const float> logits, uint64_t index) {
     sum += probs_[i];
   }
   // Top-p: the shortest prefix (by descending probability) with mass >= p.
-  int32_t keep = k;
-  if (config_.top_p < 1) {
+  keep_ = k;
+  if (!config_.greedy && config_.top_p < 1) {
     double mass = 0;
     for (int32_t i = 0; i < k; ++i) {
       mass += probs_[i] / sum;
       if (mass >= config_.top_p) {
-        keep = i + 1;
+        keep_ = i + 1;
         break;
       }
     }
   }
-  double kept = 0;
-  for (int32_t i = 0; i < keep; ++i) kept += probs_[i];
-  const double u = rng_.Uniform(index) * kept;
-  double acc = 0;
-  for (int32_t i = 0; i < keep; ++i) {
-    acc += probs_[i];
-    if (u < acc) return order_[i];
+  kept_ = 0;
+  for (int32_t i = 0; i < keep_; ++i) kept_ += probs_[i];
+}
+
+Sampled Sampler::Sample(std::span<const float> logits, uint32_t request, uint32_t sample,
+                        uint64_t position) {
+  Distribution(logits);
+  int32_t chosen = 0;  // the best; greedy's pick
+  if (!config_.greedy) {
+    const RngStream rng(config_.seed, RngPurpose::kSampling, request, sample);
+    const double u = rng.Uniform(position) * kept_;
+    double acc = 0;
+    chosen = keep_ - 1;
+    for (int32_t i = 0; i < keep_; ++i) {
+      acc += probs_[i];
+      if (u < acc) {
+        chosen = i;
+        break;
+      }
+    }
   }
-  return order_[keep - 1];
+  return {order_[chosen], std::log(probs_[chosen] / kept_)};
+}
+
+double Sampler::LogProb(std::span<const float> logits, int32_t token) {
+  Distribution(logits);
+  for (int32_t i = 0; i < keep_; ++i) {
+    if (order_[i] == token) return std::log(probs_[i] / kept_);
+  }
+  return -std::numeric_limits<double>::infinity();
 }
 
 }  // namespace anvil::infer

@@ -1,8 +1,16 @@
 // Next-token sampling from logits: greedy, or temperature + top-k + top-p
-// with one addressed random number per generated position
-// (RngStream(seed, kSampling).Uniform(position)), so a sample is a pure
-// function of (logits, settings, seed, position). Ties break toward the lower
-// token id.
+// with one addressed random number per generated token: the stream of
+// (seed, request, sample) at the token's generated position
+// (RngStream(seed, kSampling, request, sample).Uniform(position)), so a
+// token is a pure function of (logits, settings, seed, request, sample,
+// position) and the samples of one prompt draw different numbers. Ties break
+// toward the lower token id.
+//
+// Each sampled token comes with its log-probability under the distribution
+// it was drawn from: softmax(logits / temperature) over the tokens top-k and
+// top-p keep, renormalized (-inf outside them); greedy reports the plain
+// softmax's (temperature 1, every token). LogProb recomputes it from logits
+// through the same arithmetic, so equal logits give equal bits.
 #pragma once
 
 #include <cstdint>
@@ -24,17 +32,35 @@ struct SamplingConfig {
   Status Validate() const;
 };
 
+struct Sampled {
+  int32_t token = 0;
+  double logprob = 0;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingConfig& config);
-  // The token at generated position `index` from logits [V].
-  int32_t Sample(std::span<const float> logits, uint64_t index);
+  // The token at generated position `position` of sample `sample` of
+  // request `request`, from logits [V].
+  Sampled Sample(std::span<const float> logits, uint32_t request, uint32_t sample,
+                 uint64_t position);
+  // Request 0, sample 0 (one generation).
+  int32_t Sample(std::span<const float> logits, uint64_t position) {
+    return Sample(logits, 0, 0, position).token;
+  }
+  // The log-probability Sample reports for `token` given these logits.
+  double LogProb(std::span<const float> logits, int32_t token);
 
  private:
+  // The kept tokens (order_[0, keep_), best first) and their unnormalized
+  // probabilities probs_ (mass kept_).
+  void Distribution(std::span<const float> logits);
+
   SamplingConfig config_;
-  RngStream rng_;
   std::vector<int32_t> order_;
   std::vector<double> probs_;
+  int32_t keep_ = 0;
+  double kept_ = 0;
 };
 
 }  // namespace anvil::infer

@@ -163,7 +163,22 @@ void Decoder::Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const
 void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int32_t> tokens, float* logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   CHECK(n > 0 && n <= max_rows_ && n <= max_seqs_) << n << " sequences";
-  for (int64_t r = 0; r < n; ++r) row_seq_[r] = r;
+  std::vector<int64_t>& seqs = step_seqs_;
+  seqs.resize(n);
+  for (int64_t r = 0; r < n; ++r) seqs[r] = r;
+  Step(ctx, seqs, tokens, logits);
+}
+
+void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int64_t> seqs,
+                   std::span<const int32_t> tokens, float* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  CHECK(n > 0 && n <= max_rows_ && n <= max_seqs_ && seqs.size() == tokens.size())
+      << n << " tokens for " << seqs.size() << " sequences";
+  for (int64_t r = 0; r < n; ++r) {
+    CHECK(seqs[r] >= 0 && seqs[r] < max_seqs_) << "sequence " << seqs[r];
+    for (int64_t q = 0; q < r; ++q) CHECK_NE(seqs[q], seqs[r]) << "a sequence twice in a step";
+    row_seq_[r] = seqs[r];
+  }
   if (!Bf16Activations(model_.options().precision)) {
     Run<float>(ctx, n, tokens, logits);
   } else {

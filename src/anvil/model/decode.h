@@ -33,6 +33,8 @@ class Decoder {
   void Reset();  // every sequence empty
   void Reset(int64_t seq);
   int64_t length(int64_t seq) const { return lengths_[seq]; }
+  int64_t max_seqs() const { return max_seqs_; }
+  int64_t max_len() const { return max_len_; }
 
   // Appends `tokens` (a prompt, a chunk of one, or one token) to sequence
   // `seq`; logits [tokens.size(), V] for the appended positions.
@@ -41,6 +43,9 @@ class Decoder {
   // One token for each sequence 0..tokens.size()-1 in one batched pass;
   // logits [tokens.size(), V].
   void Step(const kernels::KernelCtx& ctx, std::span<const int32_t> tokens, float* logits);
+  // One token for each of the distinct sequences `seqs` (any order), batched.
+  void Step(const kernels::KernelCtx& ctx, std::span<const int64_t> seqs,
+            std::span<const int32_t> tokens, float* logits);
 
  private:
   template <typename A>
@@ -69,6 +74,7 @@ class Decoder {
   int64_t max_seqs_, max_len_, max_rows_;
   std::vector<int64_t> lengths_;
   std::vector<int64_t> row_seq_;    // [R]
+  std::vector<int64_t> step_seqs_;  // Step's 0..n-1
   std::vector<int32_t> positions_;  // [R]
   AlignedBuffer cache_;             // [L, 2, S, max_len, NKV*HD] of A
   Arena arena_;

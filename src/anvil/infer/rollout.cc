@@ -1,0 +1,132 @@
+// Continuous-batching rollouts over the KV-cache decoder (rollout.h).
+#include "anvil/infer/rollout.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <deque>
+
+#include "anvil/core/clock.h"
+#include "anvil/profile/trace.h"
+
+namespace anvil::infer {
+
+RolloutEngine::RolloutEngine(const model::Llama& model, const RolloutOptions& options)
+    : model_(model),
+      options_(options),
+      decoder_(model, options.max_batch, model.config().max_seq_len,
+               std::max(options.max_batch, model.config().max_seq_len)),
+      sampler_(options.sampling) {}
+
+Result<std::vector<RolloutSample>> RolloutEngine::Generate(
+    const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,
+    RolloutStats* stats) {
+  ANVIL_TRACE_ZONE("rollout");
+  RETURN_IF_ERROR(options_.sampling.Validate());
+  if (options_.samples < 1) return InvalidArgument("rollout: samples per prompt must be >= 1");
+  if (options_.max_new < 1) return InvalidArgument("rollout: max_new must be >= 1");
+  const int64_t vocab = model_.config().vocab_size, max_len = decoder_.max_len();
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const auto& p = prompts[r];
+    if (p.empty() || static_cast<int64_t>(p.size()) > max_len) {
+      return InvalidArgument(fmt::format("rollout: prompt {} has {} tokens; 1..{} fit the context",
+                                         r, p.size(), max_len));
+    }
+    for (int32_t t : p) {
+      if (t < 0 || t >= vocab) {
+        return InvalidArgument(fmt::format("rollout: prompt {} holds token {} outside [0, {})", r,
+                                           t, vocab));
+      }
+    }
+  }
+  Stopwatch watch;
+  RolloutStats st;
+  const int g = options_.samples;
+  std::vector<RolloutSample> out(prompts.size() * g);
+  std::deque<int64_t> waiting;  // indices into out, in (request, sample) order
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].request = static_cast<int64_t>(i) / g;
+    out[i].sample = static_cast<int>(i % g);
+    waiting.push_back(static_cast<int64_t>(i));
+  }
+  const int64_t slots = options_.max_batch;
+  std::vector<int64_t> in_slot(slots, -1);  // the sample a cache slot decodes, -1: free
+  std::vector<float> logits(static_cast<size_t>(std::max(slots, max_len) * vocab));
+  // Takes the token sampled from `row` for sample i in `slot`; false once it stops.
+  auto take = [&](int64_t i, int64_t slot, std::span<const float> row) {
+    RolloutSample& s = out[i];
+    const Sampled t = sampler_.Sample(row, static_cast<uint32_t>(s.request),
+                                      static_cast<uint32_t>(s.sample), s.tokens.size());
+    s.tokens.push_back(t.token);
+    s.logprobs.push_back(t.logprob);
+    ++st.new_tokens;
+    if (t.token == options_.eos) {
+      s.stop_reason = "eos";
+    } else if (static_cast<int64_t>(s.tokens.size()) >= options_.max_new) {
+      s.stop_reason = "max_new";
+    } else if (decoder_.length(slot) >= max_len) {
+      s.stop_reason = "max_seq_len";  // no cache position left for it
+    }
+    return s.stop_reason.empty();
+  };
+  std::vector<int64_t> seqs;
+  std::vector<int32_t> next;
+  while (true) {
+    // Free slots take waiting samples: prefill, then their first token.
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      while (in_slot[slot] < 0 && !waiting.empty()) {
+        const int64_t i = waiting.front();
+        waiting.pop_front();
+        const std::vector<int32_t>& prompt = prompts[out[i].request];
+        const int64_t n = static_cast<int64_t>(prompt.size());
+        decoder_.Reset(slot);
+        decoder_.Append(ctx, slot, prompt, logits.data());
+        st.prompt_tokens += n;
+        if (take(i, slot, std::span<const float>(logits).subspan((n - 1) * vocab, vocab))) {
+          in_slot[slot] = i;
+        }
+      }
+    }
+    seqs.clear();
+    next.clear();
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      if (in_slot[slot] < 0) continue;
+      seqs.push_back(slot);
+      next.push_back(out[in_slot[slot]].tokens.back());
+    }
+    if (seqs.empty()) break;  // nothing in flight and nothing waiting
+    decoder_.Step(ctx, seqs, next, logits.data());
+    ++st.steps;
+    for (size_t r = 0; r < seqs.size(); ++r) {
+      const int64_t slot = seqs[r];
+      if (!take(in_slot[slot], slot, std::span<const float>(logits).subspan(r * vocab, vocab))) {
+        in_slot[slot] = -1;
+      }
+    }
+  }
+  st.seconds = watch.Seconds();
+  if (stats != nullptr) *stats = st;
+  return out;
+}
+
+std::vector<double> RecomputeLogProbs(model::Llama& model, const kernels::KernelCtx& ctx,
+                                      std::span<const int32_t> prompt,
+                                      const RolloutSample& sample, const SamplingConfig& sampling) {
+  std::vector<int32_t> tokens(prompt.begin(), prompt.end());
+  tokens.insert(tokens.end(), sample.tokens.begin(), sample.tokens.end());
+  tokens.pop_back();  // the last token is predicted, never read
+  const int64_t n = static_cast<int64_t>(tokens.size()), vocab = model.config().vocab_size;
+  const model::Batch batch{.rows = 1, .seq_len = n, .tokens = tokens, .targets = tokens};
+  std::vector<float> logits(static_cast<size_t>(n * vocab));
+  model.Logits(ctx, batch, logits.data());
+  Sampler sampler(sampling);
+  std::vector<double> out;
+  const int64_t first = static_cast<int64_t>(prompt.size()) - 1;
+  for (size_t j = 0; j < sample.tokens.size(); ++j) {
+    const std::span<const float> row(logits.data() + (first + j) * vocab, vocab);
+    out.push_back(sampler.LogProb(row, sample.tokens[j]));
+  }
+  return out;
+}
+
+}  // namespace anvil::infer

@@ -1,0 +1,82 @@
+// The rollout engine's first form: many prompts, several samples each,
+// generated with continuous batching over the KV-cache decoder — up to
+// `max_batch` sequences in flight; a finished one (eos, max_new tokens, or a
+// full context) leaves the batch at once and the next waiting sample takes
+// its cache slot, prefilling its prompt while the others keep decoding
+// together. Every token comes with its log-probability under the
+// distribution it was sampled from (sampling.h), drawn from the random stream
+// of (seed, request, sample) at its position, so a rollout is a pure
+// function of the weights, the prompts and the settings: not of max_batch,
+// the order sequences finish in, or the thread count.
+//
+// Exact parity: the decoder's logits are the training forward's bit for bit
+// (contract 3), so RecomputeLogProbs, which scores finished samples with
+// Llama::Logits as a trainer does, gives the engine's log-probabilities
+// exactly (the tests assert max |difference| = 0).
+//
+// Not yet: a paged KV cache with prefixes shared between a prompt's samples
+// (each sample prefills its own copy), stop strings, and decoding without the
+// training Llama.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "anvil/infer/sampling.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/decode.h"
+#include "anvil/model/llama.h"
+
+namespace anvil::infer {
+
+struct RolloutOptions {
+  int64_t max_batch = 8;  // sequences decoded together
+  int64_t max_new = 64;   // most new tokens per sample
+  int samples = 1;        // G: samples per prompt
+  int32_t eos = -1;       // stops a sample (kept as its last token); -1: none
+  SamplingConfig sampling;
+};
+
+struct RolloutSample {
+  int64_t request = 0;  // the prompt's index
+  int sample = 0;       // 0..G-1
+  std::vector<int32_t> tokens;  // the completion (eos included when it stopped there)
+  std::vector<double> logprobs;  // one per completion token
+  std::string stop_reason;       // "eos", "max_new" or "max_seq_len"
+};
+
+struct RolloutStats {
+  int64_t prompt_tokens = 0, new_tokens = 0, steps = 0;  // steps: batched decode passes
+  double seconds = 0;
+};
+
+class RolloutEngine {
+ public:
+  // A decoder for `options.max_batch` sequences of up to the model's
+  // max_seq_len tokens over `model` (a whole f32 or bf16 model, or an FP8
+  // recipe; weights read at each call, so a trainer's updates are seen).
+  RolloutEngine(const model::Llama& model, const RolloutOptions& options);
+
+  // G samples of every prompt, in (request, sample) order. Prompts must be
+  // non-empty and leave room for a token in the context.
+  Result<std::vector<RolloutSample>> Generate(const kernels::KernelCtx& ctx,
+                                              std::span<const std::vector<int32_t>> prompts,
+                                              RolloutStats* stats = nullptr);
+
+ private:
+  const model::Llama& model_;
+  RolloutOptions options_;
+  model::Decoder decoder_;
+  Sampler sampler_;
+};
+
+// The log-probability of every completion token of `sample` after `prompt`,
+// from the training forward (Llama::Logits of prompt + completion, one row)
+// and the sampler's arithmetic. `model` must hold max_seq_len rows.
+std::vector<double> RecomputeLogProbs(model::Llama& model, const kernels::KernelCtx& ctx,
+                                      std::span<const int32_t> prompt,
+                                      const RolloutSample& sample, const SamplingConfig& sampling);
+
+}  // namespace anvil::infer
