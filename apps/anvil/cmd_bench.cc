@@ -9,6 +9,7 @@ void AddBenchCommand(CLI::App& app) {
   AddBenchGemm(*bench);
   AddBenchAttention(*bench);
   AddBenchTrain(*bench);
+  AddBenchRollout(*bench);
 }
 
 }  // namespace anvil::cli

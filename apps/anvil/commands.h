@@ -10,6 +10,7 @@ void AddBenchCommand(CLI::App& app);
 void AddBenchGemm(CLI::App& bench);
 void AddBenchAttention(CLI::App& bench);
 void AddBenchTrain(CLI::App& bench);
+void AddBenchRollout(CLI::App& bench);
 void AddPrepareCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);

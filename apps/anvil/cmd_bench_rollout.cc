@@ -1,0 +1,89 @@
+// `anvil bench rollout`: the rollout engine's tokens/s at several batch sizes
+// on a checkpoint (random prompts, no eos, every sample max_new tokens long).
+#include <fmt/core.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "anvil/commands.h"
+#include "anvil/infer/checkpoint_model.h"
+#include "anvil/infer/rollout.h"
+
+namespace anvil::cli {
+namespace {
+
+struct BenchRolloutOptions {
+  std::string checkpoint;
+  std::string precision = "f32";
+  std::vector<int64_t> batches = {1, 8, 32, 64};
+  int64_t prompt_len = 32;
+  int64_t max_new = 64;
+  int64_t rounds = 2;  // prompts per batch slot
+  int threads = 0;
+};
+
+int Run(const BenchRolloutOptions& o) {
+  auto precision = model::ParsePrecision(o.precision);
+  if (!precision.ok()) {
+    fmt::print(stderr, "anvil bench rollout: {}\n", precision.status().ToString());
+    return 1;
+  }
+  auto m = infer::LoadCheckpointModel(o.checkpoint, *precision, o.threads);
+  if (!m.ok()) {
+    fmt::print(stderr, "anvil bench rollout: {}\n", m.status().ToString());
+    return 1;
+  }
+  if (o.prompt_len < 1 || o.prompt_len + o.max_new > m->config.max_seq_len) {
+    fmt::print(stderr, "anvil bench rollout: prompt {} + max_new {} must fit max_seq_len {}\n",
+               o.prompt_len, o.max_new, m->config.max_seq_len);
+    return 1;
+  }
+  fmt::print("{} ({} precision), {} threads; prompts of {} tokens, {} new tokens each\n",
+             m->info.dir, o.precision, m->ctx->threads(), o.prompt_len, o.max_new);
+  fmt::print("{:>6} {:>8} {:>10} {:>12} {:>12}\n", "batch", "samples", "seconds", "new tok/s",
+             "prefill tok");
+  for (const int64_t batch : o.batches) {
+    std::mt19937 rng(static_cast<uint32_t>(batch));
+    std::vector<std::vector<int32_t>> prompts(batch * o.rounds);
+    for (auto& p : prompts) {
+      p.resize(o.prompt_len);
+      for (int32_t& t : p) t = static_cast<int32_t>(rng() % m->config.vocab_size);
+    }
+    infer::RolloutEngine engine(*m->llama, {.max_batch = batch, .max_new = o.max_new,
+                                            .samples = 1, .eos = -1,
+                                            .sampling = {.temperature = 1.0, .top_k = 0,
+                                                         .top_p = 1.0}});
+    infer::RolloutStats stats;
+    auto r = engine.Generate(*m->ctx, prompts, &stats);
+    if (!r.ok()) {
+      fmt::print(stderr, "anvil bench rollout: {}\n", r.status().ToString());
+      return 1;
+    }
+    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}\n", batch, prompts.size(), stats.seconds,
+               stats.new_tokens / std::max(stats.seconds, 1e-9), stats.prompt_tokens);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBenchRollout(CLI::App& bench) {
+  auto o = std::make_shared<BenchRolloutOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "rollout", "Rollout engine tokens/s (continuous batching) at several batch sizes");
+  cmd->add_option("--ckpt", o->checkpoint, "Checkpoint folder or run folder")->required();
+  cmd->add_option("--precision", o->precision, "f32, bf16 or an FP8 recipe")->capture_default_str();
+  cmd->add_option("--batch", o->batches, "Sequences decoded together (repeatable)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->capture_default_str();
+  cmd->add_option("--max-new", o->max_new, "New tokens per sample")->capture_default_str();
+  cmd->add_option("--rounds", o->rounds, "Prompts per batch slot")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
+  cmd->callback([o] {
+    if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace anvil::cli
