@@ -22,6 +22,7 @@ enum class RngPurpose : uint8_t {
   kDropout = 2,
   kDataOrder = 3,
   kSampling = 4,
+  kTasks = 5,  // RL tasks generated from a seed (rl/tasks.h)
   kTest = 255,
 };
 

@@ -1,0 +1,173 @@
+// Task rewards and the per-sample command reward (reward.h).
+#include "anvil/rl/reward.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace anvil::rl {
+namespace {
+
+bool IsNumber(std::string_view s) {
+  if (s.empty() || s.size() > 18) return false;
+  for (const char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// Space-separated numbers, single spaces.
+bool IsNumberList(std::string_view s) {
+  size_t start = 0;
+  while (true) {
+    const size_t space = s.find(' ', start);
+    if (!IsNumber(s.substr(start, space == std::string_view::npos ? s.npos : space - start))) {
+      return false;
+    }
+    if (space == std::string_view::npos) return true;
+    start = space + 1;
+  }
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::string_view AnswerOf(std::string_view completion) {
+  return Trim(completion.substr(0, completion.find('\n')));
+}
+
+RewardResult TaskReward(Task task, const Problem& problem, std::string_view completion,
+                        double format_weight) {
+  RewardResult r;
+  const std::string_view answer = AnswerOf(completion);
+  r.well_formed = task == Task::kSorting ? IsNumberList(answer) : IsNumber(answer);
+  r.correct = answer == problem.answer;
+  r.reward = (r.correct ? 1.0 : 0.0) + (r.well_formed ? format_weight : 0.0);
+  return r;
+}
+
+CommandReward::CommandReward(std::string command, double timeout_seconds)
+    : command_(std::move(command)), timeout_seconds_(timeout_seconds) {}
+
+RewardResult CommandReward::Score(std::string_view prompt, std::string_view completion) const {
+  RewardResult r;
+  const std::string input =
+      nlohmann::json{{"prompt", std::string(prompt)}, {"completion", std::string(completion)}}
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+      "\n";
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    r.error = fmt::format("reward command: pipe: {}", std::strerror(errno));
+    return r;
+  }
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    r.error = fmt::format("reward command: pipe: {}", std::strerror(errno));
+    return r;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr,
+                                  const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  close(out[1]);
+  if (spawned != 0) {
+    close(in[1]);
+    close(out[0]);
+    r.error = fmt::format("reward command: cannot start /bin/sh: {}", std::strerror(spawned));
+    return r;
+  }
+  // Feed stdin and read stdout together (either may fill a pipe), until the
+  // output closes or the time is up.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_seconds_);
+  // A command that exits without reading its input must not kill us: the
+  // process ignores SIGPIPE from here on (writes then fail with EPIPE).
+  signal(SIGPIPE, SIG_IGN);
+  size_t written = 0;
+  std::string output;
+  bool timed_out = false;
+  int write_fd = in[1];
+  fcntl(write_fd, F_SETFL, O_NONBLOCK);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {write_fd, POLLOUT, 0}};
+    const int n = poll(fds, write_fd >= 0 ? 2 : 1, static_cast<int>(left));
+    if (n < 0 && errno != EINTR) break;
+    if (write_fd >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t w = write(write_fd, input.data() + written, input.size() - written);
+      if (w > 0) written += static_cast<size_t>(w);
+      if (w < 0 || written == input.size()) {
+        close(write_fd);
+        write_fd = -1;
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[4096];
+      const ssize_t got = read(out[0], buf, sizeof(buf));
+      if (got <= 0) break;  // the command closed its output
+      output.append(buf, static_cast<size_t>(got));
+      if (output.size() > (1 << 20)) break;
+    }
+  }
+  if (write_fd >= 0) close(write_fd);
+  close(out[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    r.error = fmt::format("reward command timed out after {:g} s", timeout_seconds_);
+    return r;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    r.error = WIFEXITED(status) ? fmt::format("reward command exited with {}", WEXITSTATUS(status))
+                                : fmt::format("reward command died of signal {}", WTERMSIG(status));
+    return r;
+  }
+  const std::string_view text = Trim(output);
+  char* end = nullptr;
+  const std::string copy(text);
+  const double value = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
+    r.error = fmt::format("reward command printed '{}', not one number",
+                          copy.substr(0, 60));
+    return r;
+  }
+  r.reward = value;
+  return r;
+}
+
+}  // namespace anvil::rl

@@ -1,0 +1,42 @@
+// Rewards of RL samples. TaskReward scores a completion against a task's
+// answer: 1 for an exact match (after trimming white space; the completion
+// ends at its first newline), plus `format_weight` for a well-formed answer
+// (a number, or for sorting a space-separated list of them), right or wrong.
+// CommandReward runs a user's command per sample: {"prompt": ...,
+// "completion": ...} as one JSON line on its stdin, one number on its stdout;
+// a command that fails, times out or prints anything else gives reward 0
+// and an error saying why, never a crash.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "anvil/rl/tasks.h"
+
+namespace anvil::rl {
+
+struct RewardResult {
+  double reward = 0;
+  bool correct = false;      // TaskReward: the exact answer
+  bool well_formed = false;  // TaskReward: the answer's shape
+  std::string error;         // CommandReward: why the reward is 0
+};
+
+// The answer part of a completion: up to its first newline, trimmed.
+std::string_view AnswerOf(std::string_view completion);
+
+RewardResult TaskReward(Task task, const Problem& problem, std::string_view completion,
+                        double format_weight = 0.1);
+
+class CommandReward {
+ public:
+  // `command` runs under /bin/sh -c.
+  CommandReward(std::string command, double timeout_seconds);
+  RewardResult Score(std::string_view prompt, std::string_view completion) const;
+
+ private:
+  std::string command_;
+  double timeout_seconds_;
+};
+
+}  // namespace anvil::rl

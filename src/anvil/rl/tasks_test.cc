@@ -1,0 +1,80 @@
+// RL tasks and rewards: problems are pure functions of (settings, seed,
+// split, index), correct, and the splits disjoint; the task reward scores
+// exact and well-formed answers; the command reward returns the command's
+// number, and 0 with a reason when it fails, times out or prints junk.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "anvil/rl/reward.h"
+#include "anvil/rl/tasks.h"
+
+namespace anvil::rl {
+namespace {
+
+TEST(TasksTest, ProblemsAreSeededCorrectAndTheSplitsDisjoint) {
+  for (const Task task : {Task::kAddition, Task::kSorting, Task::kWordProblem}) {
+    const TaskConfig c{.task = task, .digits = 2, .list_len = 4, .seed = 9};
+    ASSERT_TRUE(c.Validate().ok());
+    std::set<std::string> train, held_out;
+    for (uint64_t i = 0; i < 400; ++i) {
+      const Problem p = MakeProblem(c, Split::kTrain, i);
+      EXPECT_EQ(p.prompt, MakeProblem(c, Split::kTrain, i).prompt);  // a pure function
+      train.insert(p.prompt);
+      held_out.insert(MakeProblem(c, Split::kHeldOut, i).prompt);
+      // Every answer is right and scores 1 + the format reward.
+      const RewardResult r = TaskReward(task, p, " " + p.answer + "\nmore");
+      EXPECT_TRUE(r.correct && r.well_formed) << p.prompt << " -> " << p.answer;
+      EXPECT_DOUBLE_EQ(r.reward, 1.1);
+      if (task == Task::kAddition) {
+        int a = 0, b = 0;
+        ASSERT_EQ(std::sscanf(p.prompt.c_str(), "%d+%d=", &a, &b), 2);
+        EXPECT_EQ(p.answer, std::to_string(a + b));
+      }
+    }
+    for (const std::string& p : held_out) EXPECT_EQ(train.count(p), 0u) << TaskName(task) << p;
+    EXPECT_GT(train.size(), 40u);
+    const TaskConfig other{.task = task, .digits = 2, .list_len = 4, .seed = 10};
+    auto first_two = [](const TaskConfig& t) {
+      return MakeProblem(t, Split::kTrain, 0).prompt + MakeProblem(t, Split::kTrain, 1).prompt;
+    };
+    EXPECT_NE(first_two(other), first_two(c)) << "another seed, other problems";
+  }
+  EXPECT_FALSE(ParseTask("chess").ok());
+  EXPECT_FALSE(TaskConfig{.digits = 0}.Validate().ok());
+}
+
+TEST(TasksTest, TaskRewardScoresExactAndWellFormedAnswers) {
+  const Problem p{"12+30=", "42"};
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kAddition, p, "42").reward, 1.1);
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kAddition, p, "41").reward, 0.1);   // wrong, well formed
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kAddition, p, "4 2").reward, 0.0);  // neither
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kAddition, p, "forty").reward, 0.0);
+  const Problem s{"sort 3 1 2:", "1 2 3"};
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kSorting, s, "1 2 3").reward, 1.1);
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kSorting, s, "3 2 1", 0.5).reward, 0.5);
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kSorting, s, "1,2,3").reward, 0.0);
+}
+
+TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
+  // The command sees the JSON line and answers with a number.
+  const CommandReward length("grep -q '\"completion\":\"42\"' && echo 0.75 || echo -1", 5);
+  EXPECT_DOUBLE_EQ(length.Score("12+30=", "42").reward, 0.75);
+  EXPECT_DOUBLE_EQ(length.Score("12+30=", "41").reward, -1.0);
+  struct Bad {
+    const char* command;
+    const char* reason;
+  };
+  for (const Bad& b :
+       {Bad{"sleep 5", "timed out"}, Bad{"echo lots of words", "not one number"},
+        Bad{"exit 3", "exited with 3"}, Bad{"no_such_command_xyz 2>/dev/null", "exited with 127"},
+        Bad{"kill -9 $$", "signal 9"}}) {
+    const RewardResult r = CommandReward(b.command, 0.5).Score("p", "c");
+    EXPECT_EQ(r.reward, 0.0) << b.command;
+    EXPECT_NE(r.error.find(b.reason), std::string::npos) << b.command << ": " << r.error;
+  }
+}
+
+}  // namespace
+}  // namespace anvil::rl
