@@ -310,6 +310,42 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
   }
 }
 
+// Per-token loss weights (RL's coefficients) scale each row's gradient:
+// weights of 1 give today's bits, 2 exactly twice the gradient (a power of
+// two scales every product and sum exactly), and 0 on a row equals ignoring
+// its target under the same loss scale.
+TEST(ModelTest, LossWeightsScaleEachRowsGradient) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();
+  Llama model(cfg, {.max_batch = 4, .max_seq_len = 24}, ctx);
+  model.InitWeights(ctx, 3);
+  auto tb = MakeBatch(4, 24, cfg.vocab_size, 21, false);
+  const int64_t n = tb.batch.n();
+  auto grads = [&](const Batch& b) {
+    model.ZeroGrads(ctx);
+    model.ForwardBackward(ctx, b, 0.01f);
+    return std::vector<float>(model.params().grads().begin(), model.params().grads().end());
+  };
+  const std::vector<float> plain = grads(tb.batch);
+  std::vector<float> w(n, 1.0f);
+  Batch weighted = tb.batch;
+  weighted.loss_weights = w;
+  EXPECT_TRUE(SameBits(grads(weighted), plain)) << "weights of 1";
+  std::fill(w.begin(), w.end(), 2.0f);
+  const std::vector<float> twice = grads(weighted);
+  for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(twice[i], 2 * plain[i]) << i;
+  std::fill(w.begin(), w.end(), 1.0f);
+  std::vector<int32_t> targets(tb.targets);
+  for (int64_t t = 0; t < n; t += 3) {
+    w[t] = 0.0f;
+    targets[t] = kIgnoreIndex;
+  }
+  Batch ignored = tb.batch;
+  ignored.targets = targets;
+  EXPECT_TRUE(SameBits(grads(weighted), grads(ignored))) << "weight 0 == ignored target";
+}
+
 // Delayed scaling's rule: scale = fp8_max / max of the last `history`
 // recorded step amaxes (or the most recent one); a step's amax is the max
 // over its records; an overflowed step (NaN/Inf) or an unrecorded one keeps

@@ -20,7 +20,7 @@ RolloutEngine::RolloutEngine(const model::Llama& model, const RolloutOptions& op
 
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,
-    RolloutStats* stats) {
+    RolloutStats* stats, uint32_t first_request) {
   ANVIL_TRACE_ZONE("rollout");
   RETURN_IF_ERROR(options_.sampling.Validate());
   if (options_.samples < 1) return InvalidArgument("rollout: samples per prompt must be >= 1");
@@ -55,7 +55,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   // Takes the token sampled from `row` for sample i in `slot`; false once it stops.
   auto take = [&](int64_t i, int64_t slot, std::span<const float> row) {
     RolloutSample& s = out[i];
-    const Sampled t = sampler_.Sample(row, static_cast<uint32_t>(s.request),
+    const Sampled t = sampler_.Sample(row, first_request + static_cast<uint32_t>(s.request),
                                       static_cast<uint32_t>(s.sample), s.tokens.size());
     s.tokens.push_back(t.token);
     s.logprobs.push_back(t.logprob);

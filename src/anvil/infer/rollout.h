@@ -58,12 +58,16 @@ class RolloutEngine {
   // max_seq_len tokens over `model` (a whole f32 or bf16 model, or an FP8
   // recipe; weights read at each call, so a trainer's updates are seen).
   RolloutEngine(const model::Llama& model, const RolloutOptions& options);
+  const RolloutOptions& options() const { return options_; }
 
   // G samples of every prompt, in (request, sample) order. Prompts must be
-  // non-empty and leave room for a token in the context.
+  // non-empty and fit the context. Prompt i is request first_request + i of
+  // the random streams (an RL loop numbers its steps' prompts apart, so no
+  // two steps draw the same numbers).
   Result<std::vector<RolloutSample>> Generate(const kernels::KernelCtx& ctx,
                                               std::span<const std::vector<int32_t>> prompts,
-                                              RolloutStats* stats = nullptr);
+                                              RolloutStats* stats = nullptr,
+                                              uint32_t first_request = 0);
 
  private:
   const model::Llama& model_;

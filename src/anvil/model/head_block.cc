@@ -66,6 +66,7 @@ template <typename A>
 kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const HeadWeights<A>& w,
                                                int64_t n, int64_t chunk_rows, const float* x,
                                                const int32_t* targets, float loss_scale,
+                                               const float* loss_weights,
                                                const HeadSaved<A>& saved, float* dx,
                                                const HeadGrads& grads,
                                                const BlockScratch<A>& scratch,
@@ -86,7 +87,8 @@ kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const Hea
     ANVIL_TRACE_ZONE("head_bwd");
     float* dlogits = saved.logits;  // in place
     kernels::CrossEntropyBackward(ctx, rows, v, saved.logits, targets + r0, kIgnoreIndex, 0.0f,
-                                  saved.lse + r0, /*dloss=*/nullptr, loss_scale, dlogits);
+                                  saved.lse + r0, loss_weights ? loss_weights + r0 : nullptr,
+                                  loss_scale, dlogits);
     const A* dl = AsAct(ctx, dlogits, saved.dlogits_act, rows * v);
     // lm_head[V, C] += dlogits[rows, V]ᵀ · xn[rows, C]  (TN; K = these rows).
     LinearBackwardWeight(ctx, rows, v, c, dl, saved.xn + r0 * c, grads.lm_head);
@@ -109,7 +111,7 @@ kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const Hea
       const HeadSaved<A>&, const BlockScratch<A>&, const kernels::KernelCtx&);                  \
   template kernels::CrossEntropyStats HeadForwardBackward(                                      \
       const ModelConfig&, const HeadWeights<A>&, int64_t, int64_t, const float*, const int32_t*, \
-      float, const HeadSaved<A>&, float*, const HeadGrads&, const BlockScratch<A>&,             \
+      float, const float*, const HeadSaved<A>&, float*, const HeadGrads&, const BlockScratch<A>&, \
       const kernels::KernelCtx&);
 ANVIL_INSTANTIATE(float)
 ANVIL_INSTANTIATE(BF16)

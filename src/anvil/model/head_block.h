@@ -63,11 +63,13 @@ kernels::CrossEntropyStats HeadLoss(const ModelConfig& cfg, const HeadWeights<A>
                                     const kernels::KernelCtx& ctx);
 
 // Training: the loss and, chunk by chunk, the gradient of loss_scale * sum of
-// row losses: dx [N, C] (=), grads (+=).
+// row losses (each times loss_weights[r] when given: [N] or null): dx [N, C]
+// (=), grads (+=).
 template <typename A>
 kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const HeadWeights<A>& w,
                                                int64_t n, int64_t chunk_rows, const float* x,
                                                const int32_t* targets, float loss_scale,
+                                               const float* loss_weights,
                                                const HeadSaved<A>& saved, float* dx,
                                                const HeadGrads& grads,
                                                const BlockScratch<A>& scratch,

@@ -382,9 +382,12 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   const int head_unit = num_units() - 1;
   hooks.BeforeForward(head_unit);
   hooks.BeforeBackward(head_unit);
-  const auto xs = HeadForwardBackward(config_, HeadWeightsOf<A>(), n, options_.head_chunk_rows,
-                                      slot.resid.back(), targets, loss_scale, s.head, slot.d_resid,
-                                      HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+  CHECK(batch.loss_weights.empty() || static_cast<int64_t>(batch.loss_weights.size()) == n)
+      << "batch.loss_weights holds " << batch.loss_weights.size() << " values for " << n << " rows";
+  const auto xs = HeadForwardBackward(
+      config_, HeadWeightsOf<A>(), n, options_.head_chunk_rows, slot.resid.back(), targets,
+      loss_scale, batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), s.head,
+      slot.d_resid, HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
   hooks.Probe("head.d_in", slot.d_resid, nc);
   hooks.GradsReady(unit_begins_[head_unit]);
   return {xs.loss_sum, xs.valid_rows};

@@ -1,0 +1,71 @@
+// GRPO advantages and token weights (grpo.h).
+#include "anvil/rl/grpo.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace anvil::rl {
+
+Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
+                           const GrpoConfig& config) {
+  Advantages a;
+  a.value.assign(rewards.size(), 0.0);
+  a.kept.assign(rewards.size(), false);
+  for (size_t g0 = 0; g0 < rewards.size(); g0 += group_size) {
+    const size_t g1 = std::min(rewards.size(), g0 + group_size);
+    double mean = 0;
+    for (size_t i = g0; i < g1; ++i) mean += rewards[i];
+    mean /= static_cast<double>(g1 - g0);
+    double var = 0;
+    bool equal = true;
+    for (size_t i = g0; i < g1; ++i) {
+      var += (rewards[i] - mean) * (rewards[i] - mean);
+      equal = equal && rewards[i] == rewards[g0];
+    }
+    if (equal) {
+      ++a.filtered_groups;
+      continue;
+    }
+    // The sample standard deviation (n - 1), as GRPO implementations use.
+    const double std = std::sqrt(var / static_cast<double>(std::max<size_t>(1, g1 - g0 - 1)));
+    const double scale = config.scale_by_std ? 1.0 / (std + config.std_eps) : 1.0;
+    for (size_t i = g0; i < g1; ++i) {
+      a.value[i] = (rewards[i] - mean) * scale;
+      a.kept[i] = true;
+    }
+  }
+  return a;
+}
+
+GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
+                                std::span<const double> ref, std::span<const double> advantage,
+                                const GrpoConfig& config, std::span<float> weights) {
+  GrpoTokenStats s;
+  const size_t n = logp.size();
+  if (n == 0) return s;
+  const double inv_n = 1.0 / static_cast<double>(n);
+  int64_t clipped = 0;
+  for (size_t t = 0; t < n; ++t) {
+    const double a = advantage[t];
+    const double rho = std::exp(logp[t] - logp_old[t]);
+    const double rho_clipped = std::clamp(rho, 1 - config.clip_low, 1 + config.clip_high);
+    const bool binds = a >= 0 ? rho > 1 + config.clip_high : rho < 1 - config.clip_low;
+    clipped += binds;
+    double w = binds ? 0.0 : rho * a;
+    s.loss -= std::min(rho * a, rho_clipped * a);
+    if (config.kl_coef != 0 && !ref.empty()) {
+      const double d = ref[t] - logp[t];
+      const double k3 = std::exp(d) - d - 1;
+      s.loss += config.kl_coef * k3;
+      s.kl += k3;
+      w -= config.kl_coef * (1 - std::exp(d));
+    }
+    weights[t] = static_cast<float>(w * inv_n);
+  }
+  s.loss *= inv_n;
+  s.kl *= inv_n;
+  s.clip_fraction = static_cast<double>(clipped) * inv_n;
+  return s;
+}
+
+}  // namespace anvil::rl

@@ -1,0 +1,56 @@
+// GRPO's arithmetic (DeepSeekMath's group-relative policy optimization, with
+// DAPO's asymmetric clip and token-level aggregation): advantages from the
+// rewards of a prompt's G samples, and per-token loss weights that make the
+// model's cross-entropy backward the gradient of the GRPO loss.
+//
+//   A_i = (r_i - mean of the group) / (std of the group + eps)   (Dr. GRPO: no std)
+//   rho_t = exp(logp_t - logp_old_t)
+//   L = (1 / T) sum over the batch's T completion tokens of
+//         -min(rho_t A, clip(rho_t, 1 - eps_low, 1 + eps_high) A) + beta k3_t
+//   k3_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1     (KL to a frozen reference)
+// Since d(cross-entropy_t) = -d logp_t, the gradient of L is that of
+// sum_t w_t * cross-entropy_t with w_t = -dL/dlogp_t:
+//   w_t = ([unclipped] rho_t A - beta (1 - exp(ref_t - logp_t))) / T
+// where [unclipped] is 1 unless the clip binds (A >= 0 and rho > 1 + eps_high,
+// or A < 0 and rho < 1 - eps_low). A group whose rewards are all equal has no
+// signal: its samples get no advantage and are filtered out.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace anvil::rl {
+
+struct GrpoConfig {
+  double clip_low = 0.2;    // eps_low
+  double clip_high = 0.28;  // eps_high (DAPO's clip-higher)
+  double kl_coef = 0.0;     // beta; 0: no reference
+  bool scale_by_std = true;
+  double std_eps = 1e-6;
+};
+
+struct Advantages {
+  std::vector<double> value;  // per sample
+  std::vector<bool> kept;     // false: its group's rewards were all equal
+  int64_t filtered_groups = 0;
+};
+
+// rewards in groups of `group_size` consecutive samples.
+Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
+                           const GrpoConfig& config);
+
+struct GrpoTokenStats {
+  double loss = 0;           // L
+  double clip_fraction = 0;  // of tokens whose clip binds
+  double kl = 0;             // mean k3 (0 without a reference)
+};
+
+// For T tokens: logp under the policy being trained, logp_old under the one
+// that sampled them (equal bitwise on-policy), ref under the reference (empty
+// without one), advantage per token; writes weights [T].
+GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
+                                std::span<const double> ref, std::span<const double> advantage,
+                                const GrpoConfig& config, std::span<float> weights);
+
+}  // namespace anvil::rl

@@ -1,0 +1,93 @@
+// One on-policy GRPO step (grpo_step.h).
+#include "anvil/rl/grpo_step.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "anvil/profile/trace.h"
+
+namespace anvil::rl {
+
+Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double lr,
+                                double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
+                                infer::RolloutEngine& engine,
+                                std::span<const std::vector<int32_t>> prompts, int group_size,
+                                const RewardFn& reward, const GrpoConfig& config) {
+  ANVIL_TRACE_ZONE("grpo_step");
+  const infer::SamplingConfig& sampling = engine.options().sampling;
+  if (sampling.greedy || sampling.temperature != 1.0 || sampling.top_k != 0 ||
+      sampling.top_p != 1.0) {
+    return InvalidArgument(
+        "GRPO samples from the policy itself: temperature 1, top_k 0, top_p 1, not greedy");
+  }
+  if (engine.options().samples != group_size) {
+    return InvalidArgument(fmt::format("the engine draws {} samples a prompt, the groups are {}",
+                                       engine.options().samples, group_size));
+  }
+  ASSIGN_OR_RETURN(const std::vector<infer::RolloutSample> samples,
+                   engine.Generate(ctx, prompts, nullptr,
+                                   static_cast<uint32_t>(step * prompts.size())));
+  GrpoStepResult r;
+  std::vector<double> rewards(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    rewards[i] = reward(samples[i].request, samples[i]);
+    r.mean_reward += rewards[i] / static_cast<double>(samples.size());
+  }
+  const Advantages adv = GroupAdvantages(rewards, group_size, config);
+  r.filtered_groups = adv.filtered_groups;
+
+  // Rows of the training batch: the kept samples, prompt + completion padded
+  // to the context; targets only on completion tokens, weighted.
+  const int64_t t_len = model.config().max_seq_len;
+  std::vector<int32_t> tokens, targets;
+  std::vector<double> logp, logp_old, advantage;
+  std::vector<int64_t> where;  // batch row * T + position of each completion token
+  int64_t rows = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!adv.kept[i]) continue;
+    const infer::RolloutSample& s = samples[i];
+    const std::vector<int32_t>& prompt = prompts[s.request];
+    const std::vector<double> now = infer::RecomputeLogProbs(model, ctx, prompt, s, sampling);
+    std::vector<int32_t> row(prompt);
+    row.insert(row.end(), s.tokens.begin(), s.tokens.end());
+    row.pop_back();  // inputs: the last token is only a target
+    std::vector<int32_t> row_targets(row.size(), model::kIgnoreIndex);
+    for (size_t j = 0; j < s.tokens.size(); ++j) {
+      const int64_t pos = static_cast<int64_t>(prompt.size()) - 1 + static_cast<int64_t>(j);
+      row_targets[pos] = s.tokens[j];
+      where.push_back(rows * t_len + pos);
+      logp.push_back(now[j]);
+      logp_old.push_back(s.logprobs[j]);
+      advantage.push_back(adv.value[i]);
+      r.max_logprob_diff = std::max(r.max_logprob_diff, std::fabs(now[j] - s.logprobs[j]));
+    }
+    row.resize(t_len, 0);
+    row_targets.resize(t_len, model::kIgnoreIndex);
+    tokens.insert(tokens.end(), row.begin(), row.end());
+    targets.insert(targets.end(), row_targets.begin(), row_targets.end());
+    ++rows;
+  }
+  r.tokens = static_cast<int64_t>(logp.size());
+  if (rows == 0) return r;  // every group filtered: nothing to learn this step
+  std::vector<float> token_weights(logp.size());
+  const GrpoTokenStats st =
+      GrpoTokenWeights(logp, logp_old, {}, advantage, config, token_weights);
+  r.loss = st.loss;
+  r.clip_fraction = st.clip_fraction;
+  r.kl = st.kl;
+  std::vector<float> weights(tokens.size(), 0.0f);
+  for (size_t k = 0; k < where.size(); ++k) weights[where[k]] = token_weights[k];
+  const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = targets,
+                           .loss_weights = weights};
+  model.ZeroGrads(ctx);
+  model.ForwardBackward(ctx, batch, /*loss_scale=*/1.0f);
+  model::LlamaParams& params = model.params();
+  r.grad_norm = optim::GlobalNorm(ctx.pool(), params.grads());
+  adamw.Step(ctx, lr, optim::ClipScale(r.grad_norm, grad_clip), params.weights(), params.grads(),
+             params.bf16());
+  return r;
+}
+
+}  // namespace anvil::rl

@@ -1,0 +1,46 @@
+// One on-policy GRPO step on a model, end to end: G rollouts of each prompt
+// (infer::RolloutEngine), their rewards, group-relative advantages, the
+// policy's log-probabilities recomputed with the training forward (equal to
+// the rollout's bit for bit: the step reports the largest difference, which
+// must be 0, so no importance correction is needed), per-token weights
+// (grpo.h), one forward/backward with them and an AdamW update.
+//
+// The sampling must be the policy itself (temperature 1, no top-k/top-p):
+// the training forward's cross-entropy is the untempered softmax.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "anvil/core/status.h"
+#include "anvil/infer/rollout.h"
+#include "anvil/optim/adamw.h"
+#include "anvil/rl/grpo.h"
+
+namespace anvil::rl {
+
+struct GrpoStepResult {
+  double mean_reward = 0;
+  double loss = 0;
+  double clip_fraction = 0;
+  double kl = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;            // completion tokens trained on
+  int64_t filtered_groups = 0;   // groups with equal rewards
+  double max_logprob_diff = 0;   // rollout vs training forward: 0 when exact
+};
+
+using RewardFn = std::function<double(int64_t request, const infer::RolloutSample& sample)>;
+
+// `model` must hold prompts.size() * G rows of its max_seq_len (LlamaOptions
+// max_batch); `adamw` updates its parameters; step `step` draws its samples
+// from requests step * prompts.size() + i.
+Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double lr,
+                                double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
+                                infer::RolloutEngine& engine,
+                                std::span<const std::vector<int32_t>> prompts, int group_size,
+                                const RewardFn& reward, const GrpoConfig& config);
+
+}  // namespace anvil::rl
