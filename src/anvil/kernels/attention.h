@@ -55,6 +55,12 @@ struct AttentionIn {
   const void* data = nullptr;
   DType dtype = DType::kF32;  // kF32 or kBF16
   int64_t row_stride = 0;     // 0: heads * HD (dense)
+  // Paged (AttentionDecode's caches only): with `pages`, row t is row
+  // t % page_rows of page pages[t / page_rows] (each laid out as above; data
+  // unused). page_rows is a multiple of kAttentionKvBlock, so each block of
+  // keys lies in one page and the order, and the bits, do not change.
+  const void* const* pages = nullptr;
+  int64_t page_rows = 0;
 };
 
 struct AttentionOut {
@@ -101,8 +107,9 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
 // Decode: n new query rows at positions pos..pos+n-1 of one sequence against a
 // KV cache whose rows 0..pos+n-1 are filled (the new rows' k/v included),
 // causal only. q and out are [n, NH, HD], lse [NH, n] (nullable), caches
-// [>= pos+n, NKV, HD] with their own row strides. Each row is bitwise equal to
-// the same row of AttentionForward over the whole sequence (same ISA tier).
+// [>= pos+n, NKV, HD] with their own row strides, contiguous or paged. Each
+// row is bitwise equal to the same row of AttentionForward over the whole
+// sequence (same ISA tier).
 void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t pos, int64_t n,
                      const AttentionIn& q, const AttentionIn& k_cache, const AttentionIn& v_cache,
                      const AttentionOut& out, float* lse);

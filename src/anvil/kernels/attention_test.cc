@@ -569,6 +569,63 @@ TEST(AttentionDecode, BitwiseEqualsForwardRows) {
   }
 }
 
+// A paged cache (rows in pages of 64 or 128, the pages anywhere in memory)
+// gives the contiguous cache's bits: a key block never straddles pages.
+TEST(AttentionDecode, PagedCacheSameBits) {
+  for (Isa isa : Tiers()) {
+    for (const bool bf16 : {false, true}) {
+      const int nh = 4, nkv = 2, hd = 64;
+      const Problem p = MakeProblem({200}, nh, nkv, hd, true, bf16, 8, 21);
+      const size_t es = bf16 ? 2 : 4;
+      const int64_t row_bytes = int64_t{nkv} * hd * static_cast<int64_t>(es);
+      auto at_row = [&](const AttentionIn& in, int64_t row) {
+        return static_cast<const char*>(in.data) + row * p.stride * static_cast<int64_t>(es);
+      };
+      for (const int64_t page_rows : {64, 128}) {
+        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " bf16=" << bf16 << " page "
+                                          << page_rows);
+        // Pages in reverse order of memory, each [page_rows, NKV * HD].
+        const int64_t pages = (200 + page_rows - 1) / page_rows;
+        std::vector<std::vector<char>> kp(pages), vp(pages);
+        std::vector<const void*> kt(pages), vt(pages);
+        for (int64_t i = pages - 1; i >= 0; --i) {
+          kp[i].assign(page_rows * row_bytes, 0);
+          vp[i].assign(page_rows * row_bytes, 0);
+          kt[i] = kp[i].data();
+          vt[i] = vp[i].data();
+        }
+        for (int64_t r = 0; r < 200; ++r) {
+          std::memcpy(kp[r / page_rows].data() + (r % page_rows) * row_bytes, at_row(p.In('k'), r),
+                      row_bytes);
+          std::memcpy(vp[r / page_rows].data() + (r % page_rows) * row_bytes, at_row(p.In('v'), r),
+                      row_bytes);
+        }
+        const AttentionIn kpaged{nullptr, p.In('k').dtype, 0, kt.data(), page_rows};
+        const AttentionIn vpaged{nullptr, p.In('v').dtype, 0, vt.data(), page_rows};
+        for (const auto& [pos, n] : {std::pair<int64_t, int64_t>{0, 1}, {63, 2}, {127, 3},
+                                     {150, 40}, {199, 1}}) {
+          const AttentionIn q{at_row(p.In('q'), pos), p.In('q').dtype, p.stride};
+          auto run = [&](const AttentionIn& k, const AttentionIn& v) {
+            std::vector<float> out(n * nh * hd), lse(nh * n);
+            std::vector<BF16> out16(out.size());
+            const AttentionOut o = bf16 ? AttentionOut{out16.data(), DType::kBF16, 0}
+                                        : AttentionOut{out.data(), DType::kF32, 0};
+            AttentionDecode(Ctx(isa, 2), p.dims, pos, n, q, k, v, o, lse.data());
+            if (bf16) {
+              for (size_t i = 0; i < out.size(); ++i) out[i] = ToFloat(out16[i]);
+            }
+            out.insert(out.end(), lse.begin(), lse.end());
+            return out;
+          };
+          const AttentionIn kc{p.In('k').data, p.In('k').dtype, p.stride};
+          const AttentionIn vc{p.In('v').data, p.In('v').dtype, p.stride};
+          EXPECT_TRUE(SameBits(run(kpaged, vpaged), run(kc, vc))) << "pos " << pos << " n " << n;
+        }
+      }
+    }
+  }
+}
+
 // Long sequences use 128-row query tiles (fewer passes over K/V). A row's
 // arithmetic does not depend on the tile, so the results are bitwise those of
 // 64-row tiles (backward too: dK/dV/dQ take the same terms in the same order;

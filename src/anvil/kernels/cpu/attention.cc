@@ -23,6 +23,7 @@ using attention_internal::FwdScratch;
 using attention_internal::FwdTile;
 using attention_internal::kBc;
 using attention_internal::kBr;
+using attention_internal::Rows;
 
 constexpr double kLog2e = 1.44269504088896340736;
 constexpr int64_t kMaxSeqLen = int64_t{1} << 24;  // positions are exact in f32 below this
@@ -345,10 +346,16 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
   const int nkv = dims.num_kv_heads;
   const int hd = dims.head_dim;
   const int64_t qs = CheckOperand("q", q.data, q.dtype, q.row_stride, nh, hd);
-  const int64_t ks =
-      CheckOperand("k_cache", k_cache.data, k_cache.dtype, k_cache.row_stride, nkv, hd);
-  const int64_t vs =
-      CheckOperand("v_cache", v_cache.data, v_cache.dtype, v_cache.row_stride, nkv, hd);
+  for (const AttentionIn* c : {&k_cache, &v_cache}) {
+    CHECK(c->pages == nullptr || (c->page_rows > 0 && c->page_rows % kBc == 0))
+        << "attention: a paged cache's page_rows must be a multiple of " << kBc << ", got "
+        << c->page_rows;
+  }
+  auto cache_data = [](const AttentionIn& c) { return c.pages != nullptr ? c.pages : c.data; };
+  const int64_t ks = CheckOperand("k_cache", cache_data(k_cache), k_cache.dtype,
+                                  k_cache.row_stride, nkv, hd);
+  const int64_t vs = CheckOperand("v_cache", cache_data(v_cache), v_cache.dtype,
+                                  v_cache.row_stride, nkv, hd);
   const int64_t os = CheckOperand("out", out.data, out.dtype, out.row_stride, nh, hd);
   CHECK(k_cache.dtype == q.dtype && v_cache.dtype == q.dtype)
       << "attention: q and the caches must share a dtype";
@@ -372,8 +379,12 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
           tile.in_bf16 = q.dtype == DType::kBF16;
           tile.out_bf16 = out.dtype == DType::kBF16;
           tile.qscale = qscale;
-          tile.k = {Offset(k_cache.data, k_cache.dtype, int64_t{kvh} * hd), ks};
-          tile.v = {Offset(v_cache.data, v_cache.dtype, int64_t{kvh} * hd), vs};
+          auto rows = [&](const AttentionIn& c, int64_t stride) {
+            if (c.pages == nullptr) return Rows{Offset(c.data, c.dtype, int64_t{kvh} * hd), stride};
+            return Rows{nullptr, stride, c.pages, c.page_rows, int64_t{kvh} * hd};
+          };
+          tile.k = rows(k_cache, ks);
+          tile.v = rows(v_cache, vs);
           tile.kv_len = pos + n;
           for (int i = 0; i < lanes; ++i) {
             const int64_t lane = l0 + i;

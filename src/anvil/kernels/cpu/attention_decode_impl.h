@@ -21,10 +21,9 @@ inline int MinI(int a, int b) { return a < b ? a : b; }
 template <class V>
 void StageRows(const attention_internal::Rows& src, bool bf16, int64_t start, int n, int padded,
                int hd, float* kf) {
+  const char* base = BlockBase(src, bf16, start);
   for (int r = 0; r < padded; ++r) {
-    const void* row = r < n ? static_cast<const char*>(src.data) +
-                                  (start + r) * src.stride * (bf16 ? 2 : 4)
-                            : nullptr;
+    const void* row = r < n ? base + r * src.stride * (bf16 ? 2 : 4) : nullptr;
     for (int d = 0; d < hd; d += V::kLanes) {
       (r < n ? LoadRow<V>(row, bf16, d) : V::Zero()).Store(kf + r * hd + d);
     }

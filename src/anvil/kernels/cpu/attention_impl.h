@@ -27,18 +27,27 @@ inline constexpr float kNoPos = 16777216.0f;  // 2^24
 inline constexpr double kLn2 = 0.69314718055994530942;
 inline constexpr double kLog2e = 1.44269504088896340736;
 
-// A [rows, hd] f32 view of rows [start, start + n) of `src`: the rows
-// themselves when they are f32, else widened into `buf` ([n][hd]).
+// The address of row `start` of `src` (the first of a key block: the rows
+// after it, to the block's end, follow at src.stride, paged or not).
+inline const char* BlockBase(const attention_internal::Rows& src, bool bf16, int64_t start) {
+  const int64_t esize = bf16 ? 2 : 4;
+  if (src.pages == nullptr) return static_cast<const char*>(src.data) + start * src.stride * esize;
+  return static_cast<const char*>(src.pages[start / src.page_rows]) +
+         ((start % src.page_rows) * src.stride + src.offset) * esize;
+}
+
+// A [rows, hd] f32 view of rows [start, start + n) of `src` (one key block):
+// the rows themselves when they are f32, else widened into `buf` ([n][hd]).
 template <class V>
 const float* F32Rows(const attention_internal::Rows& src, bool bf16, int64_t start, int n, int hd,
                      float* buf, int64_t* ld) {
   if (!bf16) {
     *ld = src.stride;
-    return static_cast<const float*>(src.data) + start * src.stride;
+    return reinterpret_cast<const float*>(BlockBase(src, false, start));
   }
-  const BF16* base = static_cast<const BF16*>(src.data);
+  const BF16* base = reinterpret_cast<const BF16*>(BlockBase(src, true, start));
   for (int r = 0; r < n; ++r) {
-    const BF16* row = base + (start + r) * src.stride;
+    const BF16* row = base + r * src.stride;
     for (int d = 0; d < hd; d += V::kLanes) V::Load(row + d).Store(buf + r * hd + d);
   }
   *ld = hd;
@@ -51,9 +60,9 @@ const float* F32Rows(const attention_internal::Rows& src, bool bf16, int64_t sta
 inline void PrefetchRows(const attention_internal::Rows& src, bool bf16, int64_t start, int n,
                          int hd) {
   const int64_t esize = bf16 ? 2 : 4;
-  const char* base = static_cast<const char*>(src.data);
+  const char* base = BlockBase(src, bf16, start);
   for (int r = 0; r < n; ++r) {
-    const char* row = base + (start + r) * src.stride * esize;
+    const char* row = base + r * src.stride * esize;
     for (int64_t b = 0; b < hd * esize; b += 64) __builtin_prefetch(row + b, 0, 2);
   }
 }

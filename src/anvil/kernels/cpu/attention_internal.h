@@ -37,10 +37,16 @@ inline constexpr int64_t kTallTileFrom = 4096;
 // Test seam: the threshold the dispatcher uses (tokens < 0: back to kTallTileFrom).
 void SetTallTileFromForTesting(int64_t tokens);
 
-// Rows of a [rows, HD] slice: row r at data + r * stride (elements).
+// Rows of a [rows, HD] slice: row r at data + r * stride (elements), or
+// paged (pages != null): at pages[r / page_rows] + (r % page_rows) * stride
+// + offset. Kernels read rows a key block at a time, and a block never
+// straddles pages (page_rows is a multiple of kBc).
 struct Rows {
   const void* data;
   int64_t stride;
+  const void* const* pages = nullptr;
+  int64_t page_rows = 0;
+  int64_t offset = 0;  // elements, paged only
 };
 
 // Up to kBr query rows ("lanes") that share one sequence's K/V (one kv head):
