@@ -14,8 +14,11 @@ namespace anvil::infer {
 RolloutEngine::RolloutEngine(const model::Llama& model, const RolloutOptions& options)
     : model_(model),
       options_(options),
-      decoder_(model, options.max_batch, model.config().max_seq_len,
-               std::max(options.max_batch, model.config().max_seq_len)),
+      // Paged: one more sequence holds the prompt whose samples are starting.
+      decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0),
+               model.config().max_seq_len,
+               std::max(options.max_batch, model.config().max_seq_len), nullptr,
+               {.page_rows = options.page_rows}),
       sampler_(options.sampling) {}
 
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
@@ -71,20 +74,42 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   };
   std::vector<int64_t> seqs;
   std::vector<int32_t> next;
+  // Paged: the prompt whose samples are starting (samples start in request
+  // order, so one at a time) is held in sequence `holder` with the logits
+  // of its last position, and forked into each sample's slot.
+  const bool share = options_.page_rows > 0 && g > 1;
+  const int64_t holder = slots;
+  int64_t held = -1;  // the request held
+  std::vector<float> held_logits(share ? vocab : 0);
   while (true) {
-    // Free slots take waiting samples: prefill, then their first token.
+    // Free slots take waiting samples: prefill (or fork), then their first token.
     for (int64_t slot = 0; slot < slots; ++slot) {
       while (in_slot[slot] < 0 && !waiting.empty()) {
         const int64_t i = waiting.front();
         waiting.pop_front();
-        const std::vector<int32_t>& prompt = prompts[out[i].request];
+        const int64_t request = out[i].request;
+        const std::vector<int32_t>& prompt = prompts[request];
         const int64_t n = static_cast<int64_t>(prompt.size());
-        decoder_.Reset(slot);
-        decoder_.Append(ctx, slot, prompt, logits.data());
-        st.prompt_tokens += n;
-        if (take(i, slot, std::span<const float>(logits).subspan((n - 1) * vocab, vocab))) {
-          in_slot[slot] = i;
+        std::span<const float> row;
+        if (share && held == request) {
+          decoder_.Fork(holder, slot, n);
+          row = held_logits;
+        } else {
+          decoder_.Reset(slot);
+          decoder_.Append(ctx, slot, prompt, logits.data());
+          st.prompt_tokens += n;
+          row = std::span<const float>(logits).subspan((n - 1) * vocab, vocab);
+          if (share) {
+            decoder_.Fork(slot, holder, n);
+            std::copy(row.begin(), row.end(), held_logits.begin());
+            held = request;
+          }
         }
+        if (share && out[i].sample == g - 1) {  // the prompt's last sample: let it go
+          decoder_.Reset(holder);
+          held = -1;
+        }
+        if (take(i, slot, row)) in_slot[slot] = i;
       }
     }
     seqs.clear();

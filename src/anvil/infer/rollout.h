@@ -14,9 +14,10 @@
 // Llama::Logits as a trainer does, gives the engine's log-probabilities
 // exactly (the tests assert max |difference| = 0).
 //
-// Not yet: a paged KV cache with prefixes shared between a prompt's samples
-// (each sample prefills its own copy), stop strings, and decoding without the
-// training Llama.
+// With options.page_rows the cache is paged and a prompt's G samples share
+// its prefill (model::Decoder::Fork); the results are the same bits.
+//
+// Not yet: stop strings, and decoding without the training Llama.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ struct RolloutOptions {
   int samples = 1;        // G: samples per prompt
   int32_t eos = -1;       // stops a sample (kept as its last token); -1: none
   SamplingConfig sampling;
+  // > 0: a paged KV cache with pages of this many positions (a multiple of
+  // 64): a prompt is prefilled once and its G samples share its pages.
+  int64_t page_rows = 0;
 };
 
 struct RolloutSample {

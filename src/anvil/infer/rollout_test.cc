@@ -108,6 +108,41 @@ TEST(RolloutTest, BatchInvariantAndExactlyTheTrainersLogProbs) {
   }
 }
 
+// A paged cache (pages of 64 positions; prompts and samples cross pages)
+// where a prompt's G samples share its prefill gives the contiguous cache's
+// rollouts bit for bit, prefilling each prompt once.
+TEST(RolloutTest, PagedCacheWithSharedPrefixesSameBits) {
+  ThreadPool pool(2);
+  const kernels::KernelCtx ctx(pool);
+  model::ModelConfig cfg = Micro();
+  cfg.max_seq_len = 160;
+  for (const model::Precision precision : {model::Precision::kF32, model::Precision::kBF16}) {
+    model::Llama model(cfg, {.precision = precision, .max_batch = 1}, ctx);
+    model.InitWeights(ctx, 6);
+    std::mt19937 rng(4);
+    std::vector<std::vector<int32_t>> prompts(5);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      prompts[i].resize(40 + 13 * i);  // 40..92 positions: the longer ones cross a page
+      for (int32_t& t : prompts[i]) t = static_cast<int32_t>(rng() % cfg.vocab_size);
+    }
+    RolloutOptions o{.max_batch = 4, .max_new = 40, .samples = 3, .eos = 5,
+                     .sampling = {.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 3}};
+    RolloutStats contiguous_stats, paged_stats;
+    auto contiguous = RolloutEngine(model, o).Generate(ctx, prompts, &contiguous_stats);
+    o.page_rows = 64;
+    auto paged = RolloutEngine(model, o).Generate(ctx, prompts, &paged_stats);
+    ASSERT_TRUE(contiguous.ok() && paged.ok());
+    for (size_t i = 0; i < contiguous->size(); ++i) {
+      EXPECT_EQ((*paged)[i].tokens, (*contiguous)[i].tokens) << i;
+      EXPECT_TRUE(SameBits((*paged)[i].logprobs, (*contiguous)[i].logprobs)) << i;
+    }
+    int64_t prompt_tokens = 0;
+    for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+    EXPECT_EQ(contiguous_stats.prompt_tokens, 3 * prompt_tokens);
+    EXPECT_EQ(paged_stats.prompt_tokens, prompt_tokens);  // one prefill a prompt
+  }
+}
+
 TEST(RolloutTest, StopsAtTheContextAndRefusesBadPrompts) {
   ThreadPool pool(2);
   const kernels::KernelCtx ctx(pool);

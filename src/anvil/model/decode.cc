@@ -13,6 +13,10 @@ namespace anvil::model {
 
 Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
                  const LowPrecisionLinear* linear)
+    : Decoder(model, max_seqs, max_len, max_rows, linear, Paging{}) {}
+
+Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+                 const LowPrecisionLinear* linear, Paging paging)
     : model_(model), linear_(linear), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
   const ModelConfig& cfg = model.config();
   CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
@@ -26,7 +30,23 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
   positions_.resize(max_rows);
   const bool bf16 = model.options().precision == Precision::kBF16;
   const size_t elem = bf16 ? sizeof(BF16) : sizeof(float);
-  cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * model.block_shape().kv() * elem);
+  elem_ = elem;
+  if (paging.page_rows == 0) {
+    cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * model.block_shape().kv() * elem);
+  } else {
+    CHECK(paging.page_rows > 0 && paging.page_rows % kernels::kAttentionKvBlock == 0)
+        << "page_rows " << paging.page_rows << " must be a multiple of "
+        << kernels::kAttentionKvBlock;
+    page_rows_ = paging.page_rows;
+    const int64_t pages = paging.pages > 0
+                              ? paging.pages
+                              : max_seqs * ((max_len + page_rows_ - 1) / page_rows_);
+    cache_ = AlignedBuffer(pages * cfg.n_layers * 2 * page_rows_ * model.block_shape().kv() * elem);
+    tables_.resize(max_seqs);
+    refs_.assign(pages, 0);
+    for (int64_t p = pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
+    for (auto& ptrs : page_ptrs_) ptrs.reserve((max_len + page_rows_ - 1) / page_rows_);
+  }
   // Scratch: carve once with a counter to size the arena, then for real.
   auto carve_all = [&](auto&& alloc) {
     if (bf16) {
@@ -77,8 +97,84 @@ A* Decoder::Cache(int layer, int kv, int64_t seq) {
          (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * max_len_) * row;
 }
 
-void Decoder::Reset() { lengths_.assign(max_seqs_, 0); }
-void Decoder::Reset(int64_t seq) { lengths_[seq] = 0; }
+std::byte* Decoder::Page(int32_t page, int layer, int kv) {
+  const int64_t page_bytes = page_rows_ * model_.block_shape().kv() * static_cast<int64_t>(elem_);
+  return cache_.data() +
+         ((static_cast<int64_t>(page) * model_.config().n_layers + layer) * 2 + kv) * page_bytes;
+}
+
+template <typename A>
+A* Decoder::CacheRow(int layer, int kv, int64_t seq, int64_t pos) {
+  const int64_t row = model_.block_shape().kv();
+  if (page_rows_ == 0) return Cache<A>(layer, kv, seq) + pos * row;
+  return reinterpret_cast<A*>(Page(tables_[seq][pos / page_rows_], layer, kv)) +
+         (pos % page_rows_) * row;
+}
+
+template <typename A>
+kernels::AttentionIn Decoder::CacheIn(int layer, int kv, int64_t seq) {
+  constexpr DType dt = kActDType<A>;
+  const int64_t row = model_.block_shape().kv();
+  if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row};
+  std::vector<const void*>& ptrs = page_ptrs_[kv];  // capacity reserved: no allocation
+  ptrs.clear();
+  for (const int32_t page : tables_[seq]) ptrs.push_back(Page(page, layer, kv));
+  return {nullptr, dt, row, ptrs.data(), page_rows_};
+}
+
+void Decoder::ReleasePages(int64_t seq) {
+  if (page_rows_ == 0) return;
+  for (const int32_t page : tables_[seq]) {
+    if (--refs_[page] == 0) free_.push_back(page);
+  }
+  tables_[seq].clear();
+}
+
+void Decoder::Reserve(int64_t seq, int64_t from, int64_t to) {
+  if (page_rows_ == 0) return;
+  std::vector<int32_t>& table = tables_[seq];
+  const int64_t page_bytes = page_rows_ * model_.block_shape().kv() * static_cast<int64_t>(elem_);
+  for (int64_t i = from / page_rows_; i <= (to - 1) / page_rows_; ++i) {
+    if (i < static_cast<int64_t>(table.size()) && refs_[table[i]] == 1) continue;
+    CHECK(!free_.empty()) << "the paged KV cache is out of pages (" << refs_.size()
+                          << " pages of " << page_rows_ << " positions)";
+    const int32_t page = free_.back();
+    free_.pop_back();
+    refs_[page] = 1;
+    if (i < static_cast<int64_t>(table.size())) {  // shared: copy, then write the copy
+      const int32_t shared = table[i];
+      for (int l = 0; l < model_.config().n_layers; ++l) {
+        for (int kv = 0; kv < 2; ++kv) std::memcpy(Page(page, l, kv), Page(shared, l, kv), page_bytes);
+      }
+      --refs_[shared];
+      table[i] = page;
+    } else {
+      table.push_back(page);
+    }
+  }
+}
+
+void Decoder::Reset() {
+  for (int64_t s = 0; s < max_seqs_; ++s) Reset(s);
+}
+
+void Decoder::Reset(int64_t seq) {
+  ReleasePages(seq);
+  lengths_[seq] = 0;
+}
+
+void Decoder::Fork(int64_t src, int64_t dst, int64_t length) {
+  CHECK(page_rows_ > 0) << "Fork needs a paged decoder";
+  CHECK(src != dst && length >= 0 && length <= lengths_[src]) << "Fork of " << length
+                                                              << " positions";
+  Reset(dst);
+  const int64_t pages = (length + page_rows_ - 1) / page_rows_;
+  for (int64_t i = 0; i < pages; ++i) {
+    tables_[dst].push_back(tables_[src][i]);
+    ++refs_[tables_[src][i]];
+  }
+  lengths_[dst] = length;
+}
 
 template <typename A>
 void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
@@ -99,6 +195,12 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     const int64_t pos = (r > 0 && row_seq_[r - 1] == seq) ? positions_[r - 1] + 1 : lengths_[seq];
     CHECK_LT(pos, max_len_) << "sequence " << seq << " is full (" << max_len_ << " positions)";
     positions_[r] = static_cast<int32_t>(pos);
+  }
+  for (int64_t r0 = 0; r0 < n;) {  // pages for each sequence's new positions
+    int64_t r1 = r0 + 1;
+    while (r1 < n && row_seq_[r1] == row_seq_[r0]) ++r1;
+    Reserve(row_seq_[r0], positions_[r0], positions_[r1 - 1] + 1);
+    r0 = r1;
   }
   TokenLayout tok;
   tok.n = n;
@@ -124,8 +226,8 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
       const A* src = s.attn.qkv + r * qkv + q_cols;
-      std::memcpy(Cache<A>(l, 0, row_seq_[r]) + positions_[r] * kv_cols, src, kv_cols * sizeof(A));
-      std::memcpy(Cache<A>(l, 1, row_seq_[r]) + positions_[r] * kv_cols, src + kv_cols,
+      std::memcpy(CacheRow<A>(l, 0, row_seq_[r], positions_[r]), src, kv_cols * sizeof(A));
+      std::memcpy(CacheRow<A>(l, 1, row_seq_[r], positions_[r]), src + kv_cols,
                   kv_cols * sizeof(A));
     }
     for (int64_t r0 = 0; r0 < n;) {  // one AttentionDecode per run of rows of a sequence
@@ -133,8 +235,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
       while (r1 < n && row_seq_[r1] == row_seq_[r0]) ++r1;
       const int64_t seq = row_seq_[r0];
       kernels::AttentionDecode(ctx, dims, positions_[r0], r1 - r0, {s.attn.qkv + r0 * qkv, dt, qkv},
-                               {Cache<A>(l, 0, seq), dt, kv_cols},
-                               {Cache<A>(l, 1, seq), dt, kv_cols},
+                               CacheIn<A>(l, 0, seq), CacheIn<A>(l, 1, seq),
                                {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
       r0 = r1;
     }

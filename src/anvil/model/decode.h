@@ -13,6 +13,7 @@
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/arena.h"
+#include "anvil/kernels/attention.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/llama.h"
 #include "anvil/model/low_precision_linear.h"
@@ -30,8 +31,24 @@ class Decoder {
   Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
           const LowPrecisionLinear* linear = nullptr);
 
+  // A paged cache: `pages` pages of `page_rows` positions (a multiple of
+  // kernels::kAttentionKvBlock) for all layers, handed to sequences as they
+  // grow; Fork shares a prefix's pages between sequences (a shared page is
+  // copied when a sequence writes into it). The logits are the contiguous
+  // cache's bit for bit.
+  struct Paging {
+    int64_t page_rows = 0;  // 0: contiguous, max_len positions per sequence
+    int64_t pages = 0;      // 0: enough for every sequence at max_len
+  };
+  Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+          const LowPrecisionLinear* linear, Paging paging);
+
   void Reset();  // every sequence empty
   void Reset(int64_t seq);
+  // Paged: sequence `dst` becomes the first `length` positions of `src`
+  // (<= src's length), sharing their pages.
+  void Fork(int64_t src, int64_t dst, int64_t length);
+  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
   int64_t length(int64_t seq) const { return lengths_[seq]; }
   int64_t max_seqs() const { return max_seqs_; }
   int64_t max_len() const { return max_len_; }
@@ -67,7 +84,17 @@ class Decoder {
   void Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
            float* logits);
   template <typename A>
-  A* Cache(int layer, int kv, int64_t seq);  // [max_len, NKV*HD]
+  A* Cache(int layer, int kv, int64_t seq);  // [max_len, NKV*HD] (contiguous)
+  // Where position `pos` of `seq` lives (either layout).
+  template <typename A>
+  A* CacheRow(int layer, int kv, int64_t seq, int64_t pos);
+  // The kernel's view of a sequence's cache.
+  template <typename A>
+  kernels::AttentionIn CacheIn(int layer, int kv, int64_t seq);
+  // Paged: pages for positions [from, to) of seq, each writable (not shared).
+  void Reserve(int64_t seq, int64_t from, int64_t to);
+  void ReleasePages(int64_t seq);
+  std::byte* Page(int32_t page, int layer, int kv);
 
   const Llama& model_;
   const LowPrecisionLinear* linear_;
@@ -76,7 +103,15 @@ class Decoder {
   std::vector<int64_t> row_seq_;    // [R]
   std::vector<int64_t> step_seqs_;  // Step's 0..n-1
   std::vector<int32_t> positions_;  // [R]
-  AlignedBuffer cache_;             // [L, 2, S, max_len, NKV*HD] of A
+  AlignedBuffer cache_;             // contiguous: [L, 2, S, max_len, NKV*HD] of A
+  // Paged: cache_ is [pages, L, 2, page_rows, NKV*HD]; each sequence's
+  // pages in position order, each page's sharers, the free ones.
+  int64_t page_rows_ = 0;
+  size_t elem_ = 4;
+  std::vector<std::vector<int32_t>> tables_;  // [S]
+  std::vector<int32_t> refs_;                 // [pages]
+  std::vector<int32_t> free_;
+  std::vector<const void*> page_ptrs_[2];     // AttentionDecode's K and V page tables
   Arena arena_;
   Scratch<float> scratch_f32_;
   Scratch<BF16> scratch_bf16_;
