@@ -71,6 +71,8 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   }
   r.tokens = static_cast<int64_t>(logp.size());
   if (rows == 0) return r;  // every group filtered: nothing to learn this step
+  for (size_t k = 0; k < logp.size(); ++k) r.rollout_kl += logp_old[k] - logp[k];
+  r.rollout_kl /= static_cast<double>(logp.size());
   std::vector<float> token_weights(logp.size());
   const GrpoTokenStats st =
       GrpoTokenWeights(logp, logp_old, {}, advantage, config, token_weights);

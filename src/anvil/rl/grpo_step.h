@@ -30,6 +30,7 @@ struct GrpoStepResult {
   int64_t tokens = 0;            // completion tokens trained on
   int64_t filtered_groups = 0;   // groups with equal rewards
   double max_logprob_diff = 0;   // rollout vs training forward: 0 when exact
+  double rollout_kl = 0;         // mean (rollout - training) log-prob (k1 KL estimate): 0 too
 };
 
 using RewardFn = std::function<double(int64_t request, const infer::RolloutSample& sample)>;

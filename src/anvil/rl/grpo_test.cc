@@ -104,6 +104,7 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     auto r = GrpoStep(model, adamw, 1e-2, 1.0, step, ctx, engine, prompts, kGroup, sevens, {});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->max_logprob_diff, 0.0) << "step " << step;
+    EXPECT_EQ(r->rollout_kl, 0.0) << "step " << step;
     EXPECT_EQ(r->clip_fraction, 0.0);  // on-policy: every ratio is exactly 1
     reward.push_back(r->mean_reward);
   }
