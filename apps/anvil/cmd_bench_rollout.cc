@@ -76,10 +76,15 @@ void AddBenchRollout(CLI::App& bench) {
   cmd->add_option("--ckpt", o->checkpoint, "Checkpoint folder or run folder")->required();
   cmd->add_option("--precision", o->precision, "f32, bf16 or an FP8 recipe")->capture_default_str();
   cmd->add_option("--batch", o->batches, "Sequences decoded together (repeatable)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->capture_default_str();
-  cmd->add_option("--max-new", o->max_new, "New tokens per sample")->capture_default_str();
-  cmd->add_option("--rounds", o->rounds, "Prompts per batch slot")->capture_default_str();
+  cmd->add_option("--max-new", o->max_new, "New tokens per sample")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--rounds", o->rounds, "Prompts per batch slot")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
   cmd->callback([o] {
     if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);

@@ -46,7 +46,7 @@ void AddEvalCommand(CLI::App& app) {
   cmd->add_option("--ckpt", o->checkpoint,
                   "Checkpoint folder, run folder (its latest checkpoint) or a `latest` file")
       ->required();
-  cmd->add_option("--precision", o->precision, "f32, bf16, fp8-tensor, fp8-block or mxfp8")
+  cmd->add_option("--precision", o->precision, "f32, bf16, fp8-tensor, fp8-delayed, fp8-block or mxfp8")
       ->capture_default_str();
   cmd->add_option("--quant", o->quant, "Linear layers in integers: none, w8a8 or w4a8")
       ->check(CLI::IsMember({"none", "w8a8", "w4a8"}))

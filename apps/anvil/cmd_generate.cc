@@ -59,7 +59,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json (default: the run's data.dir)");
-  cmd->add_option("--precision", o->precision, "f32, bf16, fp8-tensor, fp8-block or mxfp8")
+  cmd->add_option("--precision", o->precision, "f32, bf16, fp8-tensor, fp8-delayed, fp8-block or mxfp8")
       ->capture_default_str();
   cmd->add_option("--quant", o->quant,
                   "Linear layers in integers: none (f32), w8a8 (int8 weights per channel) or "

@@ -1,14 +1,64 @@
 // Loading a checkpoint's model for inference (checkpoint_model.h).
 #include "anvil/infer/checkpoint_model.h"
 
-#include <algorithm>
+#include <fmt/core.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "anvil/core/config.h"
+#include "anvil/core/file_util.h"
 #include "anvil/kernels/attention.h"
 #include "anvil/model/attention_block.h"
 #include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/hf_checkpoint.h"
 
 namespace anvil::infer {
+namespace {
+
+// The run's FP8 settings (its resolved config.toml), so a checkpoint runs the
+// recipe it was trained with.
+Result<model::LlamaOptions> Fp8OptionsOf(Config& run, model::LlamaOptions o) {
+  ASSIGN_OR_RETURN(const std::string grad, run.GetString("train.fp8_grad_format", "e4m3"));
+  o.fp8.grad = grad == "e5m2" ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
+  ASSIGN_OR_RETURN(const std::string decode, run.GetString("train.fp8_decode", "f32"));
+  o.fp8.decode = decode == "bf16" ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+  ASSIGN_OR_RETURN(const int64_t keep, run.GetInt("train.fp8_high_precision_layers", 0));
+  o.fp8_high_precision_layers = static_cast<int>(keep);
+  ASSIGN_OR_RETURN(const int64_t history, run.GetInt("train.fp8_amax_history", 16));
+  if (history < 1 || history > 4096) {
+    return InvalidArgument(fmt::format("config.toml: train.fp8_amax_history = {}", history));
+  }
+  o.fp8.amax_history = static_cast<int>(history);
+  ASSIGN_OR_RETURN(const std::string reduction, run.GetString("train.fp8_amax_reduction", "max"));
+  o.fp8.amax_most_recent = reduction == "most_recent";
+  return o;
+}
+
+// fp8-delayed: the amax histories the trainer saved with the checkpoint
+// (absent in a run of another precision: then each tensor is scaled by its
+// own amax until it has a history).
+Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* delayed) {
+  const std::string path = dir + "/trainer_state.json";
+  auto text = ReadFile(path);
+  if (!text.ok()) return Status::Ok();  // an exported checkpoint: no trainer state
+  std::vector<double> state;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(*text);
+    if (!j.contains("fp8_delayed")) return Status::Ok();
+    for (const nlohmann::json& v : j.at("fp8_delayed")) state.push_back(v.get<double>());
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(fmt::format("{}: malformed: {}", path, e.what()));
+  }
+  if (!delayed->Restore(state)) {
+    return DataLoss(fmt::format("{}: fp8_delayed does not fit this model's delayed scaling", path));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
@@ -20,14 +70,19 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
   const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
                                   kernels::AttentionScratchBytes(model::AttentionDimsOf(m.config)));
   m.ctx = std::make_unique<kernels::KernelCtx>(*m.pool, BestIsa(), scratch);
-  m.llama = std::make_unique<model::Llama>(
-      m.config,
-      model::LlamaOptions{.precision = precision, .max_batch = max_batch,
-                          .max_seq_len = m.config.max_seq_len},
-      *m.ctx);
+  model::LlamaOptions options{.precision = precision, .max_batch = max_batch,
+                              .max_seq_len = m.config.max_seq_len};
+  if (model::IsFp8(precision)) {
+    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(options, Fp8OptionsOf(run, options));
+  }
+  m.llama = std::make_unique<model::Llama>(m.config, options, *m.ctx);
   m.llama->InitWeights(*m.ctx, 0);  // zeroes the padding; the load overwrites every tensor
   RETURN_IF_ERROR(model::LoadCheckpointWeights(m.info.dir, m.llama->params()));
   m.llama->RefreshBf16Weights(*m.ctx);
+  if (model::Fp8DelayedScaling* delayed = m.llama->fp8_delayed()) {
+    RETURN_IF_ERROR(RestoreDelayedScales(m.info.dir, delayed));
+  }
   return m;
 }
 

@@ -58,9 +58,11 @@ struct RolloutStats {
 
 class RolloutEngine {
  public:
-  // A decoder for `options.max_batch` sequences of up to the model's
+  // A decoder for `options.max_batch` (>= 1) sequences of up to the model's
   // max_seq_len tokens over `model` (a whole f32 or bf16 model, or an FP8
-  // recipe; weights read at each call, so a trainer's updates are seen).
+  // recipe with per-row or fixed scales: fp8-block, mxfp8, fp8-delayed with
+  // its histories; weights read at each call, so a trainer's updates are
+  // seen). options.page_rows must be 0 or a multiple of 64.
   RolloutEngine(const model::Llama& model, const RolloutOptions& options);
   const RolloutOptions& options() const { return options_; }
 

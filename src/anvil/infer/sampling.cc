@@ -32,10 +32,9 @@ void Sampler::Distribution(std::span<const float> logits) {
   for (int32_t i = 0; i < v; ++i) order_[i] = i;
   const bool all = config_.greedy || config_.top_k <= 0;
   const int32_t k = all ? v : std::min(config_.top_k, v);
-  // Every token kept and no top-p: no order needed (tokens in id order, the
-  // best one first for greedy's pick).
-  const bool unsorted = all && (config_.greedy || config_.top_p >= 1);
-  if (unsorted) {
+  // Greedy needs no order (tokens in id order, the best one first for its
+  // pick); sampling walks the sorted tokens, as it always has.
+  if (config_.greedy) {
     int32_t best = 0;
     for (int32_t i = 1; i < v; ++i) {
       if (better(i, best)) best = i;

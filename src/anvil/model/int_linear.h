@@ -3,7 +3,8 @@
 // quantized once (W8A8: int8 per output channel; W4A8: int4 per group of 128
 // along K), activations quantized per token row at each call, multiplied by
 // kernels::GemmInt (gemm_int.h). The embedding, norms, attention, the KV
-// cache and the LM head stay f32. Forward only.
+// cache and the LM head stay f32. Forward only; one call at a time (the
+// activations' codes go to one buffer).
 #pragma once
 
 #include <cstdint>

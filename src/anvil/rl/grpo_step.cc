@@ -22,6 +22,9 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
     return InvalidArgument(
         "GRPO samples from the policy itself: temperature 1, top_k 0, top_p 1, not greedy");
   }
+  if (config.kl_coef != 0) {
+    return InvalidArgument("GRPO's KL to a reference model is not supported yet: kl_coef must be 0");
+  }
   if (engine.options().samples != group_size) {
     return InvalidArgument(fmt::format("the engine draws {} samples a prompt, the groups are {}",
                                        engine.options().samples, group_size));
@@ -73,6 +76,14 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   if (rows == 0) return r;  // every group filtered: nothing to learn this step
   for (size_t k = 0; k < logp.size(); ++k) r.rollout_kl += logp_old[k] - logp[k];
   r.rollout_kl /= static_cast<double>(logp.size());
+  const int64_t capacity = model.options().max_batch *
+                           (model.options().max_seq_len > 0 ? model.options().max_seq_len
+                                                            : model.config().max_seq_len);
+  if (rows * t_len > capacity) {
+    return InvalidArgument(fmt::format(
+        "GRPO: {} rows of {} positions exceed the model's {} (LlamaOptions max_batch)", rows,
+        t_len, capacity));
+  }
   std::vector<float> token_weights(logp.size());
   const GrpoTokenStats st =
       GrpoTokenWeights(logp, logp_old, {}, advantage, config, token_weights);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -90,11 +91,25 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  // The command in a process group of its own (so a timeout kills all it
+  // started), with default signal dispositions and an empty mask.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t pipe_set, empty;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigemptyset(&empty);
+  posix_spawnattr_setsigdefault(&attr, &pipe_set);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
   const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr,
+  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, &attr,
                                   const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   close(in[0]);
   close(out[1]);
   if (spawned != 0) {
@@ -104,28 +119,35 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
     return r;
   }
   // Feed stdin and read stdout together (either may fill a pipe), until the
-  // output closes or the time is up.
+  // output closes or the time is up. A command that exits without reading
+  // its input must not kill us: SIGPIPE is blocked in this thread while we
+  // write, and one it raised is taken back before unblocking.
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(timeout_seconds_);
-  // A command that exits without reading its input must not kill us: the
-  // process ignores SIGPIPE from here on (writes then fail with EPIPE).
-  signal(SIGPIPE, SIG_IGN);
+  auto ms_left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now())
+        .count();
+  };
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
   size_t written = 0;
   std::string output;
   bool timed_out = false;
   int write_fd = in[1];
   fcntl(write_fd, F_SETFL, O_NONBLOCK);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
+    const int64_t left = ms_left();
     if (left <= 0) {
       timed_out = true;
       break;
     }
     pollfd fds[2] = {{out[0], POLLIN, 0}, {write_fd, POLLOUT, 0}};
     const int n = poll(fds, write_fd >= 0 ? 2 : 1, static_cast<int>(left));
-    if (n < 0 && errno != EINTR) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
     if (write_fd >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t w = write(write_fd, input.data() + written, input.size() - written);
       if (w > 0) written += static_cast<size_t>(w);
@@ -144,9 +166,25 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   }
   if (write_fd >= 0) close(write_fd);
   close(out[0]);
-  if (timed_out) kill(pid, SIGKILL);
+  const timespec now{0, 0};
+  while (sigtimedwait(&pipe_set, nullptr, &now) > 0) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  // The shell's exit, within the time left; then nothing of the command's
+  // process group outlives the call.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t done = 0;
+  while (!timed_out && (done = waitpid(pid, &status, WNOHANG)) == 0) {
+    if (ms_left() <= 0) {
+      timed_out = true;
+      break;
+    }
+    usleep(1000);
+  }
+  kill(-pid, SIGKILL);
+  if (done != pid) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   if (timed_out) {
     r.error = fmt::format("reward command timed out after {:g} s", timeout_seconds_);

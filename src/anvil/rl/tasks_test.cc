@@ -1,7 +1,9 @@
 // RL tasks and rewards: problems are pure functions of (settings, seed,
 // split, index), correct, and the splits disjoint; the task reward scores
 // exact and well-formed answers; the command reward returns the command's
-// number, and 0 with a reason when it fails, times out or prints junk.
+// number, and 0 with a reason when it fails, times out (also after closing
+// its output, or with children of its own: the whole group is killed in
+// time) or prints junk.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -67,7 +69,8 @@ TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
     const char* reason;
   };
   for (const Bad& b :
-       {Bad{"sleep 5", "timed out"}, Bad{"echo lots of words", "not one number"},
+       {Bad{"sleep 5", "timed out"}, Bad{"exec >&-; sleep 5", "timed out"},
+        Bad{"sleep 5 & sleep 5", "timed out"}, Bad{"echo lots of words", "not one number"},
         Bad{"exit 3", "exited with 3"}, Bad{"no_such_command_xyz 2>/dev/null", "exited with 127"},
         Bad{"kill -9 $$", "signal 9"}}) {
     const RewardResult r = CommandReward(b.command, 0.5).Score("p", "c");

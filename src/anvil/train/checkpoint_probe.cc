@@ -49,6 +49,10 @@ Result<std::vector<int32_t>> BatchTokens(const CheckpointProbeOptions& o, const 
     return InvalidArgument(fmt::format("{}/config.toml: no data.dir; pass --tokens", dir));
   }
   ASSIGN_OR_RETURN(const data::TokenShard shard, data::TokenShard::Open(data_dir + "/val.bin"));
+  if (shard.vocab_size() > vocab) {
+    return InvalidArgument(fmt::format("{}/val.bin: vocabulary of {} tokens exceeds the model's {}",
+                                       data_dir, shard.vocab_size(), vocab));
+  }
   data::LoaderConfig lc{.batch_size = static_cast<int>(o.rows), .seq_len = static_cast<int>(t),
                         .shuffle = false};
   ASSIGN_OR_RETURN(data::Loader loader, data::Loader::Create(shard, lc));
@@ -69,7 +73,8 @@ Result<CheckpointProbeResult> ProbeCheckpoint(const CheckpointProbeOptions& o) {
     const size_t eq = o.fault.rfind('=');
     char* end = nullptr;
     if (eq != std::string::npos) fault_factor = std::strtof(o.fault.c_str() + eq + 1, &end);
-    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0') {
+    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' ||
+        end == o.fault.c_str() + eq + 1) {
       return InvalidArgument(fmt::format("--probe-fault \"{}\": expected NAME=FACTOR", o.fault));
     }
     fault_name = o.fault.substr(0, eq);

@@ -25,9 +25,12 @@ constexpr int64_t kMinMacsPerThread = int64_t{1} << 17;
 // kernel's offset operand reaches 255 * 127 per product).
 constexpr int64_t kMaxInt8K = 65536;
 
-// The code of v under `inv` (= max_code / amax): round to nearest even, clamped.
+// The code of v under `inv` (= max_code / amax): round to nearest even,
+// clamped; 0 where the block is not finite (its scale is NaN) or its inverse
+// overflowed (an amax below ~4e-37), so no NaN reaches the integer cast.
 int Encode(float v, float inv, int max_code) {
   const float r = std::nearbyint(v * inv);
+  if (!std::isfinite(r)) return 0;
   return static_cast<int>(std::clamp(r, static_cast<float>(-max_code), static_cast<float>(max_code)));
 }
 

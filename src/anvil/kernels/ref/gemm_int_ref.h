@@ -36,7 +36,8 @@ inline IntBlock QuantizeIntBlock(const float* v, int64_t n, int64_t stride, int 
   const float inv = static_cast<float>(max_code) / amax;
   for (int64_t i = 0; i < n; ++i) {
     const float r = std::nearbyint(v[i * stride] * inv);
-    b.codes[i] = static_cast<int>(std::clamp(r, -1.0f * max_code, 1.0f * max_code));
+    b.codes[i] = std::isfinite(r) ? static_cast<int>(std::clamp(r, -1.0f * max_code, 1.0f * max_code))
+                                  : 0;
   }
   return b;
 }
