@@ -10,6 +10,7 @@
 #include "anvil/commands.h"
 #include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/rollout.h"
+#include "anvil/kernels/attention.h"
 
 namespace anvil::cli {
 namespace {
@@ -21,10 +22,17 @@ struct BenchRolloutOptions {
   int64_t prompt_len = 32;
   int64_t max_new = 64;
   int64_t rounds = 2;  // prompts per batch slot
+  int samples = 1;     // G per prompt
+  int64_t page_rows = 0;
   int threads = 0;
 };
 
 int Run(const BenchRolloutOptions& o) {
+  if (o.page_rows % kernels::kAttentionKvBlock != 0) {
+    fmt::print(stderr, "anvil bench rollout: --page-rows {} is not a multiple of {}\n", o.page_rows,
+               kernels::kAttentionKvBlock);
+    return 1;
+  }
   auto precision = model::ParsePrecision(o.precision);
   if (!precision.ok()) {
     fmt::print(stderr, "anvil bench rollout: {}\n", precision.status().ToString());
@@ -40,28 +48,32 @@ int Run(const BenchRolloutOptions& o) {
                o.prompt_len, o.max_new, m->config.max_seq_len);
     return 1;
   }
-  fmt::print("{} ({} precision), {} threads; prompts of {} tokens, {} new tokens each\n",
-             m->info.dir, o.precision, m->ctx->threads(), o.prompt_len, o.max_new);
+  fmt::print("{} ({} precision), {} threads; prompts of {} tokens, {} samples each of {} new "
+             "tokens; KV cache {}\n",
+             m->info.dir, o.precision, m->ctx->threads(), o.prompt_len, o.samples, o.max_new,
+             o.page_rows > 0 ? fmt::format("paged ({} positions a page)", o.page_rows)
+                             : std::string("contiguous"));
   fmt::print("{:>6} {:>8} {:>10} {:>12} {:>12}\n", "batch", "samples", "seconds", "new tok/s",
              "prefill tok");
   for (const int64_t batch : o.batches) {
     std::mt19937 rng(static_cast<uint32_t>(batch));
-    std::vector<std::vector<int32_t>> prompts(batch * o.rounds);
+    std::vector<std::vector<int32_t>> prompts((batch * o.rounds + o.samples - 1) / o.samples);
     for (auto& p : prompts) {
       p.resize(o.prompt_len);
       for (int32_t& t : p) t = static_cast<int32_t>(rng() % m->config.vocab_size);
     }
     infer::RolloutEngine engine(*m->llama, {.max_batch = batch, .max_new = o.max_new,
-                                            .samples = 1, .eos = -1,
+                                            .samples = o.samples, .eos = -1,
                                             .sampling = {.temperature = 1.0, .top_k = 0,
-                                                         .top_p = 1.0}});
+                                                         .top_p = 1.0},
+                                            .page_rows = o.page_rows});
     infer::RolloutStats stats;
     auto r = engine.Generate(*m->ctx, prompts, &stats);
     if (!r.ok()) {
       fmt::print(stderr, "anvil bench rollout: {}\n", r.status().ToString());
       return 1;
     }
-    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}\n", batch, prompts.size(), stats.seconds,
+    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}\n", batch, r->size(), stats.seconds,
                stats.new_tokens / std::max(stats.seconds, 1e-9), stats.prompt_tokens);
   }
   return 0;
@@ -84,6 +96,14 @@ void AddBenchRollout(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--rounds", o->rounds, "Prompts per batch slot")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--samples", o->samples, "Samples per prompt (G)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--page-rows", o->page_rows,
+                  "Paged KV cache with pages of this many positions (a multiple of 64; 0: "
+                  "contiguous); a prompt's samples share its prefill")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
   cmd->callback([o] {
