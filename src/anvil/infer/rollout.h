@@ -37,7 +37,7 @@ struct RolloutOptions {
   int64_t max_new = 64;   // most new tokens per sample
   int samples = 1;        // G: samples per prompt
   int32_t eos = -1;       // stops a sample (kept as its last token); -1: none
-  SamplingConfig sampling;
+  SamplingConfig sampling = {};
   // > 0: a paged KV cache with pages of this many positions (a multiple of
   // 64): a prompt is prefilled once and its G samples share its pages.
   int64_t page_rows = 0;

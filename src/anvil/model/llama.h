@@ -43,14 +43,14 @@ namespace anvil::model {
 struct Batch {
   int64_t rows = 0;                     // B
   int64_t seq_len = 0;                  // T
-  std::span<const int32_t> tokens;      // [N] input ids
-  std::span<const int32_t> targets;     // [N] next-token ids, kIgnoreIndex = no loss
-  std::span<const int32_t> cu_seqlens;  // [docs + 1] or empty
-  std::span<const int32_t> positions;   // [N] or empty
+  std::span<const int32_t> tokens = {};      // [N] input ids
+  std::span<const int32_t> targets = {};     // [N] next-token ids, kIgnoreIndex = no loss
+  std::span<const int32_t> cu_seqlens = {};  // [docs + 1] or empty
+  std::span<const int32_t> positions = {};   // [N] or empty
   // [N] or empty: row t's loss enters the gradient times loss_weights[t]
   // (RL's per-token policy-gradient coefficients); the reported loss is the
   // plain cross-entropy.
-  std::span<const float> loss_weights;
+  std::span<const float> loss_weights = {};
   int64_t n() const { return rows * seq_len; }
 };
 

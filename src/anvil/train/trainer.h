@@ -59,7 +59,7 @@ struct RunOptions {
   bool resume = false;           // continue from run_dir's latest checkpoint
   bool trace = false;            // write run_dir/trace.json of a few steps
   bool probe = false;            // write run_dir/probe.jsonl (probe.h) of train.probe_steps steps
-  std::string probe_fault;       // "NAME=FACTOR": scale a probed tensor (testing the probe)
+  std::string probe_fault = {};  // "NAME=FACTOR": scale a probed tensor (testing the probe)
   double peak_gflops = 0;        // MFU denominator; 0: measure at startup
   bool write_metrics = true;     // metrics.jsonl (rank 0)
   // The job's ranks (comm::InitWorld); null: this process alone.
