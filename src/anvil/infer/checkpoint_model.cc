@@ -86,4 +86,35 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
   return m;
 }
 
+Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested) {
+  int64_t t = requested;
+  if (t == 0) {
+    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(t, run.GetInt("train.seq_len", 0));
+  }
+  if (t < 1 || t > m.config.max_seq_len) {
+    return InvalidArgument(fmt::format("sequence length {} is not in [1, model.max_seq_len = {}]",
+                                       t, m.config.max_seq_len));
+  }
+  return t;
+}
+
+Result<data::TokenShard> OpenValidationShard(const CheckpointModel& m, std::string data_dir,
+                                             const std::string& hint) {
+  if (data_dir.empty()) {
+    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(data_dir, run.GetString("data.dir", ""));
+  }
+  if (data_dir.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}/config.toml: no data.dir naming the validation shard; pass {}", m.info.dir, hint));
+  }
+  ASSIGN_OR_RETURN(data::TokenShard shard, data::TokenShard::Open(data_dir + "/val.bin"));
+  if (shard.vocab_size() > m.config.vocab_size) {
+    return InvalidArgument(fmt::format("{}/val.bin: vocabulary of {} tokens exceeds the model's {}",
+                                       data_dir, shard.vocab_size(), m.config.vocab_size));
+  }
+  return shard;
+}
+
 }  // namespace anvil::infer

@@ -10,6 +10,7 @@
 
 #include "anvil/core/status.h"
 #include "anvil/core/thread_pool.h"
+#include "anvil/data/shard.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/config.h"
@@ -31,5 +32,15 @@ struct CheckpointModel {
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
                                             int64_t max_batch = 1);
+
+// The window length: `requested`, or the run's train.seq_len when 0; within
+// the model's context.
+Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested);
+
+// <data_dir>/val.bin, data_dir the run's data.dir when empty (`hint` says
+// what to pass instead when the run names none), checked to fit the model's
+// vocabulary.
+Result<data::TokenShard> OpenValidationShard(const CheckpointModel& m, std::string data_dir,
+                                             const std::string& hint);
 
 }  // namespace anvil::infer

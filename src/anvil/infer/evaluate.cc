@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "anvil/core/clock.h"
-#include "anvil/core/config.h"
 #include "anvil/data/loader.h"
 #include "anvil/data/shard.h"
 #include "anvil/infer/checkpoint_model.h"
@@ -30,28 +29,9 @@ Result<EvalResult> EvaluateCheckpoint(const EvalOptions& options,
   }
   ASSIGN_OR_RETURN(CheckpointModel m, LoadCheckpointModel(options.checkpoint, precision,
                                                           options.threads));
-  ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
-  std::string data_dir = options.data_dir;
-  if (data_dir.empty()) {
-    ASSIGN_OR_RETURN(data_dir, run.GetString("data.dir", ""));
-  }
-  if (data_dir.empty()) {
-    return InvalidArgument(fmt::format(
-        "{}/config.toml: no data.dir naming the validation shard; pass --data", m.info.dir));
-  }
-  int64_t t = options.seq_len;
-  if (t == 0) {
-    ASSIGN_OR_RETURN(t, run.GetInt("train.seq_len", 0));
-  }
-  if (t < 1 || t > m.config.max_seq_len) {
-    return InvalidArgument(fmt::format("sequence length {} is not in [1, model.max_seq_len = {}]",
-                                       t, m.config.max_seq_len));
-  }
-  ASSIGN_OR_RETURN(const data::TokenShard shard, data::TokenShard::Open(data_dir + "/val.bin"));
-  if (shard.vocab_size() > m.config.vocab_size) {
-    return InvalidArgument(fmt::format("{}/val.bin: vocabulary of {} tokens exceeds the model's {}",
-                                       data_dir, shard.vocab_size(), m.config.vocab_size));
-  }
+  ASSIGN_OR_RETURN(const int64_t t, RunSeqLen(m, options.seq_len));
+  ASSIGN_OR_RETURN(const data::TokenShard shard,
+                   OpenValidationShard(m, options.data_dir, "--data"));
   data::LoaderConfig lc{.batch_size = 1, .seq_len = static_cast<int>(t), .shuffle = false};
   ASSIGN_OR_RETURN(data::Loader loader, data::Loader::Create(shard, lc));
   const int64_t windows =

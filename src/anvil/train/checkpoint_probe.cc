@@ -7,7 +7,6 @@
 #include <sstream>
 #include <vector>
 
-#include "anvil/core/config.h"
 #include "anvil/core/file_util.h"
 #include "anvil/data/loader.h"
 #include "anvil/data/shard.h"
@@ -18,8 +17,9 @@ namespace anvil::train {
 namespace {
 
 // rows x (T + 1) ids: from the file, or the run's first validation windows.
-Result<std::vector<int32_t>> BatchTokens(const CheckpointProbeOptions& o, const std::string& dir,
-                                         int64_t t, int64_t vocab) {
+Result<std::vector<int32_t>> BatchTokens(const CheckpointProbeOptions& o,
+                                         const infer::CheckpointModel& m, int64_t t) {
+  const int64_t vocab = m.config.vocab_size;
   const size_t want = static_cast<size_t>(o.rows * (t + 1));
   std::vector<int32_t> ids;
   if (!o.tokens_file.empty()) {
@@ -43,16 +43,7 @@ Result<std::vector<int32_t>> BatchTokens(const CheckpointProbeOptions& o, const 
     }
     return ids;
   }
-  ASSIGN_OR_RETURN(Config run, Config::FromFile(dir + "/config.toml"));
-  ASSIGN_OR_RETURN(const std::string data_dir, run.GetString("data.dir", ""));
-  if (data_dir.empty()) {
-    return InvalidArgument(fmt::format("{}/config.toml: no data.dir; pass --tokens", dir));
-  }
-  ASSIGN_OR_RETURN(const data::TokenShard shard, data::TokenShard::Open(data_dir + "/val.bin"));
-  if (shard.vocab_size() > vocab) {
-    return InvalidArgument(fmt::format("{}/val.bin: vocabulary of {} tokens exceeds the model's {}",
-                                       data_dir, shard.vocab_size(), vocab));
-  }
+  ASSIGN_OR_RETURN(const data::TokenShard shard, infer::OpenValidationShard(m, "", "--tokens"));
   data::LoaderConfig lc{.batch_size = static_cast<int>(o.rows), .seq_len = static_cast<int>(t),
                         .shuffle = false};
   ASSIGN_OR_RETURN(data::Loader loader, data::Loader::Create(shard, lc));
@@ -82,17 +73,9 @@ Result<CheckpointProbeResult> ProbeCheckpoint(const CheckpointProbeOptions& o) {
   ASSIGN_OR_RETURN(const model::Precision precision, model::ParsePrecision(o.precision));
   ASSIGN_OR_RETURN(infer::CheckpointModel m,
                    infer::LoadCheckpointModel(o.checkpoint, precision, o.threads, o.rows));
-  int64_t t = o.seq_len;
-  if (t == 0) {
-    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
-    ASSIGN_OR_RETURN(t, run.GetInt("train.seq_len", 0));
-  }
-  if (t < 1 || t > m.config.max_seq_len) {
-    return InvalidArgument(fmt::format("sequence length {} is not in [1, model.max_seq_len = {}]",
-                                       t, m.config.max_seq_len));
-  }
+  ASSIGN_OR_RETURN(const int64_t t, infer::RunSeqLen(m, o.seq_len));
   ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
-                   BatchTokens(o, m.info.dir, t, m.config.vocab_size));
+                   BatchTokens(o, m, t));
   std::vector<int32_t> tokens, targets;
   for (int64_t r = 0; r < o.rows; ++r) {
     const int32_t* row = ids.data() + r * (t + 1);
