@@ -177,6 +177,45 @@ TEST_P(PrecisionTest, LogitsAreBatchInvariant) {
   }
 }
 
+// Decoding seqs x t_len tokens (rows of `tokens`) reproduces `full` [seqs,
+// t_len, V] bit for bit: sequence 0 prefilled with `prompt` tokens and then
+// one token at a time, then all sequences prefilled to different lengths and
+// stepped together.
+void ExpectDecodeReproduces(Decoder& dec, const kernels::KernelCtx& ctx,
+                            const std::vector<int32_t>& tokens, int64_t seqs, int64_t t_len,
+                            int64_t prompt, int64_t v, std::span<const float> full,
+                            const std::string& label) {
+  auto full_row = [&](int64_t s, int64_t t) { return full.subspan((s * t_len + t) * v, v); };
+  std::vector<float> out(t_len * v);
+  dec.Reset();
+  dec.Append(ctx, 0, std::span<const int32_t>(tokens).subspan(0, prompt), out.data());
+  for (int64_t t = 0; t < prompt; ++t) {
+    EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(t * v, v), full_row(0, t)))
+        << label << " prefill row " << t;
+  }
+  for (int64_t t = prompt; t < t_len; ++t) {
+    dec.Append(ctx, 0, std::span<const int32_t>(tokens).subspan(t, 1), out.data());
+    EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(0, v), full_row(0, t)))
+        << label << " decode position " << t;
+  }
+  dec.Reset();
+  std::vector<int64_t> len(seqs);
+  for (int64_t s = 0; s < seqs; ++s) {
+    len[s] = 2 + 3 * s;
+    dec.Append(ctx, s, std::span<const int32_t>(tokens).subspan(s * t_len, len[s]), out.data());
+  }
+  for (int step = 0; step < 6; ++step) {
+    std::vector<int32_t> next(seqs);
+    for (int64_t s = 0; s < seqs; ++s) next[s] = tokens[s * t_len + len[s]];
+    dec.Step(ctx, next, out.data());
+    for (int64_t s = 0; s < seqs; ++s) {
+      EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(s * v, v), full_row(s, len[s])))
+          << label << " step " << step << " sequence " << s;
+      ++len[s];
+    }
+  }
+}
+
 // Prefill + token-by-token decode, and batched steps over several sequences,
 // reproduce the full forward's logits bit for bit.
 TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
@@ -197,40 +236,8 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   RecordDelayedScales(model, ctx, tb.batch);
   std::vector<float> full(kSeqs * kT * v);
   model.Logits(ctx, tb.batch, full.data());
-  auto full_row = [&](int64_t s, int64_t t) {
-    return std::span<const float>(full).subspan((s * kT + t) * v, v);
-  };
-
   Decoder dec(model, kSeqs, kT, kT);
-  std::vector<float> out(kT * v);
-  // Sequence 0: prompt, then one token at a time.
-  dec.Append(ctx, 0, std::span<const int32_t>(tb.tokens).subspan(0, kPrompt), out.data());
-  for (int64_t t = 0; t < kPrompt; ++t) {
-    EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(t * v, v), full_row(0, t)))
-        << "prefill row " << t;
-  }
-  for (int64_t t = kPrompt; t < kT; ++t) {
-    dec.Append(ctx, 0, std::span<const int32_t>(tb.tokens).subspan(t, 1), out.data());
-    EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(0, v), full_row(0, t)))
-        << "decode position " << t;
-  }
-  // All sequences: prompts of different lengths, then batched steps.
-  dec.Reset();
-  std::vector<int64_t> len(kSeqs);
-  for (int64_t s = 0; s < kSeqs; ++s) {
-    len[s] = 2 + 3 * s;
-    dec.Append(ctx, s, std::span<const int32_t>(tb.tokens).subspan(s * kT, len[s]), out.data());
-  }
-  for (int step = 0; step < 6; ++step) {
-    std::vector<int32_t> next(kSeqs);
-    for (int64_t s = 0; s < kSeqs; ++s) next[s] = tb.tokens[s * kT + len[s]];
-    dec.Step(ctx, next, out.data());
-    for (int64_t s = 0; s < kSeqs; ++s) {
-      EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(s * v, v), full_row(s, len[s])))
-          << "step " << step << " sequence " << s;
-      ++len[s];
-    }
-  }
+  ExpectDecodeReproduces(dec, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest,
@@ -264,7 +271,7 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
        {std::pair{WeightQuant::kW8A8, 0.015}, std::pair{WeightQuant::kW4A8, 0.12}}) {
     const IntLinear linear(model, quant, kT, ctx);
     Decoder dec(model, kSeqs, kT, kT, &linear);
-    std::vector<float> full(kSeqs * kT * v), out(kT * v);
+    std::vector<float> full(kSeqs * kT * v);
     for (int64_t s = 0; s < kSeqs; ++s) {
       dec.Append(ctx, s, std::span<const int32_t>(tb.tokens).subspan(s * kT, kT),
                  full.data() + s * kT * v);
@@ -281,32 +288,8 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
     EXPECT_LT(std::sqrt(diff / ref), bound) << WeightQuantName(quant);
     std::printf("%s vs f32: logits relative difference %.3g\n", WeightQuantName(quant),
                 std::sqrt(diff / ref));
-    auto full_row = [&](int64_t s, int64_t t) {
-      return std::span<const float>(full).subspan((s * kT + t) * v, v);
-    };
-    dec.Reset();
-    dec.Append(ctx, 0, std::span<const int32_t>(tb.tokens).subspan(0, kPrompt), out.data());
-    for (int64_t t = kPrompt; t < kT; ++t) {
-      dec.Append(ctx, 0, std::span<const int32_t>(tb.tokens).subspan(t, 1), out.data());
-      EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(0, v), full_row(0, t)))
-          << WeightQuantName(quant) << " decode position " << t;
-    }
-    dec.Reset();
-    std::vector<int64_t> len(kSeqs);
-    for (int64_t s = 0; s < kSeqs; ++s) {
-      len[s] = 2 + 3 * s;
-      dec.Append(ctx, s, std::span<const int32_t>(tb.tokens).subspan(s * kT, len[s]), out.data());
-    }
-    for (int step = 0; step < 6; ++step) {
-      std::vector<int32_t> next(kSeqs);
-      for (int64_t s = 0; s < kSeqs; ++s) next[s] = tb.tokens[s * kT + len[s]];
-      dec.Step(ctx, next, out.data());
-      for (int64_t s = 0; s < kSeqs; ++s) {
-        EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(s * v, v), full_row(s, len[s])))
-            << WeightQuantName(quant) << " step " << step << " sequence " << s;
-        ++len[s];
-      }
-    }
+    ExpectDecodeReproduces(dec, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full,
+                           WeightQuantName(quant));
   }
 }
 
