@@ -18,5 +18,7 @@ void AddEvalCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
 void AddExportCommand(CLI::App& app);
 void AddProbeCommand(CLI::App& app);
+void AddSftCommand(CLI::App& app);
+void AddRlCommand(CLI::App& app);
 
 }  // namespace anvil::cli

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   anvil::cli::AddReportCommand(app);
   anvil::cli::AddExportCommand(app);
   anvil::cli::AddProbeCommand(app);
+  anvil::cli::AddSftCommand(app);
+  anvil::cli::AddRlCommand(app);
 
   // Before parsing: the subcommands run inside CLI11_PARSE.
   if (const anvil::Status env = anvil::CheckEnvironment(); !env.ok()) {

@@ -178,6 +178,24 @@ bool Trainer::Below::operator()(const Entry& a, const Entry& b) const {
   return (*tokens)[Right(a.key)].compare((*tokens)[Right(b.key)]) > 0;
 }
 
+// The 256 byte tokens, then the special names (one id for a name given twice).
+TokenizerParts BytesAndSpecials(const SpecialTokens& specials) {
+  TokenizerParts parts;
+  parts.names = specials;
+  for (int b = 0; b < 256; ++b) parts.tokens.emplace_back(1, static_cast<char>(b));
+  auto special_id = [&](const std::string& name) {
+    for (uint32_t id = 256; id < parts.tokens.size(); ++id) {
+      if (parts.tokens[id] == name) return id;
+    }
+    parts.tokens.push_back(name);
+    return static_cast<uint32_t>(parts.tokens.size() - 1);
+  };
+  parts.bos = special_id(specials.bos);
+  parts.eos = special_id(specials.eos);
+  parts.pad = special_id(specials.pad);
+  return parts;
+}
+
 }  // namespace
 
 Status BpeTrainOptions::Validate() const {
@@ -205,19 +223,7 @@ Result<Tokenizer> TrainBpe(std::span<const std::string_view> documents,
   local.count_seconds = watch.Seconds();
 
   watch.Reset();
-  TokenizerParts parts;
-  parts.names = options.specials;
-  for (int b = 0; b < 256; ++b) parts.tokens.emplace_back(1, static_cast<char>(b));
-  auto special_id = [&](const std::string& name) {
-    for (uint32_t id = 256; id < parts.tokens.size(); ++id) {
-      if (parts.tokens[id] == name) return id;
-    }
-    parts.tokens.push_back(name);
-    return static_cast<uint32_t>(parts.tokens.size() - 1);
-  };
-  parts.bos = special_id(options.specials.bos);
-  parts.eos = special_id(options.specials.eos);
-  parts.pad = special_id(options.specials.pad);
+  TokenizerParts parts = BytesAndSpecials(options.specials);
   {
     Trainer trainer(options, &parts.tokens);
     trainer.AddWords(words);
@@ -227,6 +233,13 @@ Result<Tokenizer> TrainBpe(std::span<const std::string_view> documents,
   local.merge_seconds = watch.Seconds();
   if (stats != nullptr) *stats = local;
   return Tokenizer::FromParts(std::move(parts));
+}
+
+Result<Tokenizer> ByteTokenizer(const SpecialTokens& specials) {
+  if (specials.bos.empty() || specials.eos.empty() || specials.pad.empty()) {
+    return InvalidArgument("special token names must not be empty");
+  }
+  return Tokenizer::FromParts(BytesAndSpecials(specials));
 }
 
 }  // namespace anvil::data

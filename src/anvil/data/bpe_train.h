@@ -43,4 +43,10 @@ Result<Tokenizer> TrainBpe(std::span<const std::string_view> documents,
                            const BpeTrainOptions& options, ThreadPool& pool,
                            BpeTrainStats* stats = nullptr);
 
+// The vocabulary with no merges: the 256 bytes, then bos, eos, pad (ids as
+// TrainBpe numbers them). For tasks where every character is a decision, such
+// as the digits of arithmetic (rl/tasks.h), merged number tokens would hide
+// the structure a small model has to learn.
+Result<Tokenizer> ByteTokenizer(const SpecialTokens& specials = {});
+
 }  // namespace anvil::data

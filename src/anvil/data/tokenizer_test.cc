@@ -169,6 +169,18 @@ TEST(BpeTrain, SameMergesForAnyThreadCount) {
   EXPECT_EQ(MergeStrings(Train(docs, 400, 3)), one);
 }
 
+TEST(BpeTrain, ByteTokenizerIsTrainBpeWithoutMerges) {
+  auto bytes = ByteTokenizer();
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(bytes->vocab_size(), 259);
+  EXPECT_TRUE(bytes->merges().empty());
+  const Tokenizer trained = Train(RandomDocs(6, 3, 100), 259);
+  EXPECT_EQ(bytes->eos_id(), trained.eos_id());
+  EXPECT_EQ(bytes->bos_id(), trained.bos_id());
+  EXPECT_EQ(bytes->Encode("123+45="), trained.Encode("123+45="));
+  EXPECT_EQ(bytes->Encode("12").size(), 2u);
+}
+
 TEST(BpeTrain, RejectsBadOptions) {
   ThreadPool pool(1);
   BpeTrainOptions options;

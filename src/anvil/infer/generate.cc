@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,11 @@ Result<data::Tokenizer> CheckpointTokenizer(const std::string& checkpoint_dir,
                                             const std::string& override_path,
                                             std::string* path_used) {
   std::string path = override_path;
+  // A checkpoint that carries its tokenizer (post-training runs, exports)
+  // needs no run data.
+  if (path.empty() && std::filesystem::exists(checkpoint_dir + "/tokenizer.json")) {
+    path = checkpoint_dir + "/tokenizer.json";
+  }
   if (path.empty()) {
     ASSIGN_OR_RETURN(Config run_config, Config::FromFile(checkpoint_dir + "/config.toml"));
     ASSIGN_OR_RETURN(const std::string data_dir, run_config.GetString("data.dir", ""));

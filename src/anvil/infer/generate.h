@@ -44,8 +44,9 @@ struct GenerateResult {
 
 // `on_text` receives each new token's bytes as it is sampled; `on_notice` a
 // sentence about a change made to the request (a prompt cut to fit the context).
-// The tokenizer of a checkpoint folder: `override_path` if given, else
-// <data.dir>/tokenizer.json of the run config saved in it (config.toml);
+// The tokenizer of a checkpoint folder: `override_path` if given, else its
+// own tokenizer.json if it holds one, else <data.dir>/tokenizer.json of the
+// run config saved in it (config.toml);
 // loaded and checked to fit the model's vocabulary (config.json).
 Result<data::Tokenizer> CheckpointTokenizer(const std::string& checkpoint_dir,
                                             const std::string& override_path,

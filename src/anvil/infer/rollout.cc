@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "anvil/core/check.h"
 #include "anvil/core/clock.h"
 #include "anvil/profile/trace.h"
 
@@ -145,22 +146,41 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   return out;
 }
 
-std::vector<double> RecomputeLogProbs(model::Llama& model, const kernels::KernelCtx& ctx,
-                                      std::span<const int32_t> prompt,
-                                      const RolloutSample& sample, const SamplingConfig& sampling) {
-  std::vector<int32_t> tokens(prompt.begin(), prompt.end());
-  tokens.insert(tokens.end(), sample.tokens.begin(), sample.tokens.end());
-  tokens.pop_back();  // the last token is predicted, never read
-  const int64_t n = static_cast<int64_t>(tokens.size()), vocab = model.config().vocab_size;
-  const model::Batch batch{.rows = 1, .seq_len = n, .tokens = tokens, .targets = tokens};
-  std::vector<float> logits(static_cast<size_t>(n * vocab));
-  model.Logits(ctx, batch, logits.data());
+std::vector<std::vector<double>> RecomputeLogProbs(model::Llama& model,
+                                                   const kernels::KernelCtx& ctx,
+                                                   std::span<const std::vector<int32_t>> prompts,
+                                                   std::span<const RolloutSample> samples,
+                                                   const SamplingConfig& sampling) {
+  ANVIL_TRACE_ZONE("recompute_logprobs");
+  const int64_t t_len = model.options().max_seq_len > 0 ? model.options().max_seq_len
+                                                        : model.config().max_seq_len;
+  const int64_t vocab = model.config().vocab_size;
+  const int64_t rows_per_call = model.options().max_batch;
+  std::vector<int32_t> tokens;
+  std::vector<float> logits(static_cast<size_t>(rows_per_call * t_len * vocab));
   Sampler sampler(sampling);
-  std::vector<double> out;
-  const int64_t first = static_cast<int64_t>(prompt.size()) - 1;
-  for (size_t j = 0; j < sample.tokens.size(); ++j) {
-    const std::span<const float> row(logits.data() + (first + j) * vocab, vocab);
-    out.push_back(sampler.LogProb(row, sample.tokens[j]));
+  std::vector<std::vector<double>> out(samples.size());
+  for (size_t first = 0; first < samples.size(); first += rows_per_call) {
+    const int64_t rows = std::min<int64_t>(rows_per_call, samples.size() - first);
+    tokens.assign(rows * t_len, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const RolloutSample& s = samples[first + r];
+      const std::vector<int32_t>& prompt = prompts[s.request];
+      // The last token is predicted, never read.
+      CHECK_LE(prompt.size() + s.tokens.size() - 1, static_cast<size_t>(t_len));
+      std::copy(prompt.begin(), prompt.end(), tokens.begin() + r * t_len);
+      std::copy(s.tokens.begin(), s.tokens.end() - 1, tokens.begin() + r * t_len + prompt.size());
+    }
+    const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = tokens};
+    model.Logits(ctx, batch, logits.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      const RolloutSample& s = samples[first + r];
+      const int64_t start = r * t_len + static_cast<int64_t>(prompts[s.request].size()) - 1;
+      for (size_t j = 0; j < s.tokens.size(); ++j) {
+        const std::span<const float> row(logits.data() + (start + j) * vocab, vocab);
+        out[first + r].push_back(sampler.LogProb(row, s.tokens[j]));
+      }
+    }
   }
   return out;
 }

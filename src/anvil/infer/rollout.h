@@ -82,11 +82,14 @@ class RolloutEngine {
   Sampler sampler_;
 };
 
-// The log-probability of every completion token of `sample` after `prompt`,
-// from the training forward (Llama::Logits of prompt + completion, one row)
-// and the sampler's arithmetic. `model` must hold max_seq_len rows.
-std::vector<double> RecomputeLogProbs(model::Llama& model, const kernels::KernelCtx& ctx,
-                                      std::span<const int32_t> prompt,
-                                      const RolloutSample& sample, const SamplingConfig& sampling);
+// The log-probability of every completion token of each sample after its
+// prompt (prompts[sample.request]), from the training forward (Llama::Logits
+// of prompt + completion, in rows of the model's max_seq_len, padded, as many
+// rows a call as the model holds) and the sampler's arithmetic.
+std::vector<std::vector<double>> RecomputeLogProbs(model::Llama& model,
+                                                   const kernels::KernelCtx& ctx,
+                                                   std::span<const std::vector<int32_t>> prompts,
+                                                   std::span<const RolloutSample> samples,
+                                                   const SamplingConfig& sampling);
 
 }  // namespace anvil::infer

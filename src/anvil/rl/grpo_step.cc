@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "anvil/core/clock.h"
 #include "anvil/profile/trace.h"
 
 namespace anvil::rl {
@@ -29,10 +30,20 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
     return InvalidArgument(fmt::format("the engine draws {} samples a prompt, the groups are {}",
                                        engine.options().samples, group_size));
   }
-  ASSIGN_OR_RETURN(const std::vector<infer::RolloutSample> samples,
-                   engine.Generate(ctx, prompts, nullptr,
-                                   static_cast<uint32_t>(step * prompts.size())));
   GrpoStepResult r;
+  infer::RolloutStats rollout;
+  ASSIGN_OR_RETURN(const std::vector<infer::RolloutSample> samples,
+                   engine.Generate(ctx, prompts, &rollout,
+                                   static_cast<uint32_t>(step * prompts.size())));
+  r.rollout_seconds = rollout.seconds;
+  r.rollout_tokens = rollout.new_tokens;
+  Stopwatch train_watch;
+  for (const infer::RolloutSample& s : samples) {
+    for (const double lp : s.logprobs) r.entropy -= lp;
+  }
+  r.entropy /= static_cast<double>(std::max<int64_t>(1, r.rollout_tokens));
+  r.mean_completion_tokens =
+      static_cast<double>(r.rollout_tokens) / static_cast<double>(std::max<size_t>(1, samples.size()));
   std::vector<double> rewards(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
     rewards[i] = reward(samples[i].request, samples[i]);
@@ -47,12 +58,18 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   std::vector<int32_t> tokens, targets;
   std::vector<double> logp, logp_old, advantage;
   std::vector<int64_t> where;  // batch row * T + position of each completion token
-  int64_t rows = 0;
+  std::vector<infer::RolloutSample> kept;
   for (size_t i = 0; i < samples.size(); ++i) {
+    if (adv.kept[i]) kept.push_back(samples[i]);
+  }
+  const std::vector<std::vector<double>> recomputed =
+      infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling);
+  int64_t rows = 0;
+  for (size_t i = 0, k = 0; i < samples.size(); ++i) {
     if (!adv.kept[i]) continue;
     const infer::RolloutSample& s = samples[i];
     const std::vector<int32_t>& prompt = prompts[s.request];
-    const std::vector<double> now = infer::RecomputeLogProbs(model, ctx, prompt, s, sampling);
+    const std::vector<double>& now = recomputed[k++];
     std::vector<int32_t> row(prompt);
     row.insert(row.end(), s.tokens.begin(), s.tokens.end());
     row.pop_back();  // inputs: the last token is only a target
@@ -73,7 +90,10 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
     ++rows;
   }
   r.tokens = static_cast<int64_t>(logp.size());
-  if (rows == 0) return r;  // every group filtered: nothing to learn this step
+  if (rows == 0) {  // every group filtered: nothing to learn this step
+    r.train_seconds = train_watch.Seconds();
+    return r;
+  }
   for (size_t k = 0; k < logp.size(); ++k) r.rollout_kl += logp_old[k] - logp[k];
   r.rollout_kl /= static_cast<double>(logp.size());
   const int64_t capacity = model.options().max_batch *
@@ -100,6 +120,7 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   r.grad_norm = optim::GlobalNorm(ctx.pool(), params.grads());
   adamw.Step(ctx, lr, optim::ClipScale(r.grad_norm, grad_clip), params.weights(), params.grads(),
              params.bf16());
+  r.train_seconds = train_watch.Seconds();
   return r;
 }
 

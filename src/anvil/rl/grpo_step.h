@@ -31,6 +31,12 @@ struct GrpoStepResult {
   int64_t filtered_groups = 0;   // groups with equal rewards
   double max_logprob_diff = 0;   // rollout vs training forward: 0 when exact
   double rollout_kl = 0;         // mean (rollout - training) log-prob (k1 KL estimate): 0 too
+  // Of all the step's samples (kept or not):
+  int64_t rollout_tokens = 0;       // completion tokens generated
+  double mean_completion_tokens = 0;
+  double entropy = 0;  // mean -log p of the sampled tokens: the policy's entropy per token, estimated
+  double rollout_seconds = 0;  // generating
+  double train_seconds = 0;    // recomputing log-probs, forward/backward and the update
 };
 
 using RewardFn = std::function<double(int64_t request, const infer::RolloutSample& sample)>;

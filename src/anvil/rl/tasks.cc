@@ -100,6 +100,25 @@ const char* TaskName(Task task) {
   return "?";
 }
 
+Result<TaskConfig> TaskConfig::FromConfig(Config& config) {
+  TaskConfig c;
+  ASSIGN_OR_RETURN(const std::string name, config.GetString("task.name", TaskName(c.task)));
+  ASSIGN_OR_RETURN(c.task, ParseTask(name));
+  ASSIGN_OR_RETURN(const int64_t digits, config.GetInt("task.digits", c.digits));
+  ASSIGN_OR_RETURN(const int64_t list_len, config.GetInt("task.list_len", c.list_len));
+  ASSIGN_OR_RETURN(const int64_t seed, config.GetInt("task.seed", 0));
+  if (digits < 1 || digits > 9 || list_len < 2 || list_len > 16 || seed < 0) {
+    return InvalidArgument(fmt::format(
+        "task.digits = {} (1..9), task.list_len = {} (2..16), task.seed = {} (>= 0)", digits,
+        list_len, seed));
+  }
+  c.digits = static_cast<int>(digits);
+  c.list_len = static_cast<int>(list_len);
+  c.seed = static_cast<uint64_t>(seed);
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
 Status TaskConfig::Validate() const {
   if (digits < 1 || digits > 9) {
     return InvalidArgument(fmt::format("task digits {}: expected 1..9", digits));

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "anvil/core/config.h"
 #include "anvil/core/status.h"
 
 namespace anvil::rl {
@@ -28,6 +29,9 @@ struct TaskConfig {
   int list_len = 5;  // sorting: numbers in a list (2..16), each 0..99
   uint64_t seed = 0;
 
+  // The "task.*" keys: name ("addition" | "sorting" | "word_problem"),
+  // digits, list_len, seed; absent ones keep the defaults above.
+  static Result<TaskConfig> FromConfig(Config& config);
   Status Validate() const;
 };
 

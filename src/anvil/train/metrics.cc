@@ -72,8 +72,7 @@ void MetricsWriter::Write(const StepMetrics& m) {
     j["skipped"] = true;
     j["nonfinite_grad"] = m.nonfinite_tensor;
   }
-  std::fputs((j.dump() + "\n").c_str(), file_);
-  std::fflush(file_);
+  WriteJsonLine(j.dump());
 }
 
 void MetricsWriter::Write(const EvalMetrics& m) {
@@ -82,7 +81,11 @@ void MetricsWriter::Write(const EvalMetrics& m) {
   j["val_loss"] = m.val_loss;
   j["val_tokens"] = m.val_tokens;
   j["eval_seconds"] = m.seconds;
-  std::fputs((j.dump() + "\n").c_str(), file_);
+  WriteJsonLine(j.dump());
+}
+
+void MetricsWriter::WriteJsonLine(const std::string& object) {
+  std::fputs((object + "\n").c_str(), file_);
   std::fflush(file_);
 }
 

@@ -50,6 +50,8 @@ class MetricsWriter {
   ~MetricsWriter();
   void Write(const StepMetrics& m);
   void Write(const EvalMetrics& m);
+  // Any other record: one JSON object (with a "step"), without its newline.
+  void WriteJsonLine(const std::string& object);
 
  private:
   explicit MetricsWriter(std::FILE* file) : file_(file) {}

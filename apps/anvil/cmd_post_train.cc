@@ -1,0 +1,181 @@
+// `anvil sft` and `anvil rl`: post-training on a task with verifiable answers
+// (supervised fine-tuning, then GRPO), from a TOML config or a run folder to
+// resume. Parsing and printing only; the runs are rl::RunSft and rl::RunGrpo.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "anvil/commands.h"
+#include "anvil/core/config.h"
+#include "anvil/rl/grpo_run.h"
+#include "anvil/rl/sft.h"
+#include "anvil/train/progress.h"
+
+namespace anvil::cli {
+namespace {
+
+struct PostOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string out;
+  std::string resume;
+};
+
+// The run config and folder of a new run (--config) or a resumed one (--resume).
+Result<Config> LoadRun(const PostOptions& o, const char* kind, rl::PostRunOptions& run) {
+  const bool resume = !o.resume.empty();
+  if (resume == !o.config.empty()) {
+    return InvalidArgument("give either --config FILE (a new run) or --resume RUN_DIR");
+  }
+  run.resume = resume;
+  run.run_dir = resume ? o.resume : o.out;
+  if (resume && !o.out.empty() &&
+      std::filesystem::path(o.out) != std::filesystem::path(o.resume)) {
+    return InvalidArgument("--out and --resume name different folders");
+  }
+  if (run.run_dir.empty()) {
+    run.run_dir = "runs/" + std::filesystem::path(o.config).stem().string();
+  }
+  ASSIGN_OR_RETURN(Config config,
+                   Config::FromFile(resume ? run.run_dir + "/config.toml" : o.config));
+  for (const std::string& s : o.sets) RETURN_IF_ERROR(config.Set(s));
+  fmt::print("anvil {}: {} {}, run folder {}\n", kind, resume ? "resuming" : "config",
+             resume ? run.run_dir : o.config, run.run_dir);
+  std::fflush(stdout);
+  return config;
+}
+
+std::string Percent(double share) { return fmt::format("{:.1f}%", 100 * share); }
+
+void PrintEval(const char* kind, int64_t step, const rl::TaskEval& e) {
+  fmt::print("{} step {}: held-out accuracy {} of {} problems (well-formed {}, {:.1f} tokens, "
+             "{:.1f} s); e.g. {}\n",
+             kind, step, Percent(e.accuracy), e.problems, Percent(e.well_formed), e.mean_tokens,
+             e.seconds, e.example);
+  std::fflush(stdout);
+}
+
+void PrintSummary(const char* kind, const rl::PostRunSummary& s, const std::string& run_dir) {
+  if (s.stopped_early) {
+    fmt::print("stopped after step {}; resume with: anvil {} --resume {}\n", s.steps_done, kind,
+               run_dir);
+  }
+  std::string change;
+  if (s.first_eval && s.last_eval) {
+    change = fmt::format(" (from {} at the start: {:+.1f} points)", Percent(s.first_eval->accuracy),
+                         100 * (s.last_eval->accuracy - s.first_eval->accuracy));
+  }
+  fmt::print("done: {} steps in {:.1f} s; held-out accuracy {}{}; checkpoint {}\n",
+             s.steps_done - s.first_step, s.seconds,
+             s.last_eval ? Percent(s.last_eval->accuracy) : "n/a", change, s.checkpoint);
+}
+
+int Fail(const char* kind, const Status& s) {
+  fmt::print(stderr, "anvil {}: {}\n", kind, s.ToString());
+  return 1;
+}
+
+int RunSftCommand(const PostOptions& o) {
+  rl::PostRunOptions run;
+  auto config = LoadRun(o, "sft", run);
+  if (!config.ok()) return Fail("sft", config.status());
+  train::InstallSigintHandler();
+  std::unique_ptr<train::Progress> progress;
+  auto summary = rl::RunSft(
+      std::move(*config), run,
+      rl::SftHooks{
+          .run = {.on_eval =
+                      [&](int64_t step, const rl::TaskEval& e) {
+                        if (progress) progress->Finish();
+                        PrintEval("sft", step, e);
+                      },
+                  .on_message =
+                      [&](const std::string& text) {
+                        if (progress) progress->Message(text);
+                      },
+                  .stop_requested = [] { return train::SigintReceived(); }},
+          .on_start =
+              [&](const rl::PostRunConfig& rc, int64_t first_step) {
+                fmt::print("supervised fine-tuning for {} steps\n", rc.steps);
+                progress = std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
+              },
+          .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
+  if (progress) progress->Finish();
+  if (!summary.ok()) return Fail("sft", summary.status());
+  PrintSummary("sft", *summary, run.run_dir);
+  return 0;
+}
+
+int RunRlCommand(const PostOptions& o) {
+  rl::PostRunOptions run;
+  auto config = LoadRun(o, "rl", run);
+  if (!config.ok()) return Fail("rl", config.status());
+  train::InstallSigintHandler();
+  int64_t log_every = 10, total_steps = 0;
+  auto summary = rl::RunGrpo(
+      std::move(*config), run,
+      rl::RlHooks{
+          .run = {.on_eval = [](int64_t step, const rl::TaskEval& e) { PrintEval("rl", step, e); },
+                  .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
+                  .stop_requested = [] { return train::SigintReceived(); }},
+          .on_start =
+              [&](const rl::PostRunConfig& rc, int64_t) {
+                total_steps = rc.steps;
+                log_every = rc.log_every;
+                fmt::print("GRPO for {} steps\n", rc.steps);
+              },
+          .on_step =
+              [&](const rl::RlStepMetrics& m) {
+                if (m.step % log_every != 0 && m.step != total_steps) return;
+                const rl::GrpoStepResult& g = m.grpo;
+                const double busy = std::max(g.rollout_seconds + g.train_seconds, 1e-9);
+                fmt::print(
+                    "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
+                    "clip {:.3f}  |dlogp| {:g}  kl(rollout) {:g}  rollout {:.0f} tok/s ({:.0f}%)  "
+                    "train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
+                    m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), g.entropy,
+                    g.mean_completion_tokens, g.clip_fraction, g.max_logprob_diff, g.rollout_kl,
+                    static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
+                    100 * g.rollout_seconds / busy,
+                    static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
+                    100 * g.train_seconds / busy, m.seconds);
+                std::fflush(stdout);
+              }});
+  if (!summary.ok()) return Fail("rl", summary.status());
+  PrintSummary("rl", *summary, run.run_dir);
+  return 0;
+}
+
+void AddPostOptions(CLI::App* cmd, PostOptions& o, const char* what) {
+  cmd->add_option("--config", o.config, what);
+  cmd->add_option("--set", o.sets, "Override a config key: key=value (repeatable)");
+  cmd->add_option("--out", o.out, "Run folder (default: runs/<config name>)");
+  cmd->add_option("--resume", o.resume, "Continue the run in this folder from its latest checkpoint");
+}
+
+}  // namespace
+
+void AddSftCommand(CLI::App& app) {
+  auto o = std::make_shared<PostOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "sft", "Supervised fine-tuning on a task's prompt/answer pairs (a starting policy for rl)");
+  AddPostOptions(cmd, *o, "Run config (TOML: [model] or sft.init, [task], [sft], [optim])");
+  cmd->callback([o] {
+    if (const int rc = RunSftCommand(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+void AddRlCommand(CLI::App& app) {
+  auto o = std::make_shared<PostOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "rl", "GRPO post-training on a task with verifiable rewards, exactly on-policy");
+  AddPostOptions(cmd, *o, "Run config (TOML: [task], [rl] with rl.init, [optim])");
+  cmd->callback([o] {
+    if (const int rc = RunRlCommand(*o); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace anvil::cli

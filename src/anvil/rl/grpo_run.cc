@@ -1,0 +1,151 @@
+// GRPO runs on a task (grpo_run.h).
+#include "anvil/rl/grpo_run.h"
+
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+#include "anvil/core/clock.h"
+#include "anvil/infer/rollout.h"
+#include "anvil/rl/reward.h"
+
+namespace anvil::rl {
+namespace {
+
+struct GrpoRunConfig {
+  int64_t prompts_per_step = 16;
+  int64_t group_size = 8;
+  int64_t rollout_batch = 0;  // sequences decoded together; 0: all of a step's samples
+  double format_weight = 0.1;
+  GrpoConfig grpo;
+
+  static Result<GrpoRunConfig> FromConfig(Config& config) {
+    GrpoRunConfig c;
+    ASSIGN_OR_RETURN(c.prompts_per_step, config.GetInt("rl.prompts_per_step", c.prompts_per_step));
+    ASSIGN_OR_RETURN(c.group_size, config.GetInt("rl.group_size", c.group_size));
+    ASSIGN_OR_RETURN(c.rollout_batch, config.GetInt("rl.rollout_batch", c.rollout_batch));
+    ASSIGN_OR_RETURN(c.format_weight, config.GetDouble("rl.format_weight", c.format_weight));
+    ASSIGN_OR_RETURN(c.grpo.clip_low, config.GetDouble("rl.clip_low", c.grpo.clip_low));
+    ASSIGN_OR_RETURN(c.grpo.clip_high, config.GetDouble("rl.clip_high", c.grpo.clip_high));
+    ASSIGN_OR_RETURN(c.grpo.scale_by_std, config.GetBool("rl.scale_by_std", c.grpo.scale_by_std));
+    if (c.prompts_per_step < 1 || c.prompts_per_step > 4096 || c.group_size < 2 ||
+        c.group_size > 256) {
+      return InvalidArgument(fmt::format(
+          "rl.prompts_per_step = {} (1..4096) and rl.group_size = {} (2..256: advantages are "
+          "relative to the group)",
+          c.prompts_per_step, c.group_size));
+    }
+    if (c.rollout_batch < 0 || c.format_weight < 0 || c.format_weight >= 1 ||
+        c.grpo.clip_low <= 0 || c.grpo.clip_low >= 1 || c.grpo.clip_high <= 0) {
+      return InvalidArgument(fmt::format(
+          "rl.rollout_batch = {} (>= 0), rl.format_weight = {} ([0, 1)), rl.clip_low = {} "
+          "((0, 1)), rl.clip_high = {} (> 0)",
+          c.rollout_batch, c.format_weight, c.grpo.clip_low, c.grpo.clip_high));
+    }
+    return c;
+  }
+  int64_t samples_per_step() const { return prompts_per_step * group_size; }
+};
+
+std::string StepJson(const RlStepMetrics& m) {
+  const GrpoStepResult& g = m.grpo;
+  nlohmann::ordered_json j;
+  j["step"] = m.step;
+  j["lr"] = m.lr;
+  j["reward"] = g.mean_reward;
+  j["train_accuracy"] = m.train_accuracy;
+  j["loss"] = g.loss;
+  j["grad_norm"] = g.grad_norm;
+  j["clip_fraction"] = g.clip_fraction;
+  j["entropy"] = g.entropy;
+  j["response_tokens"] = g.mean_completion_tokens;
+  j["trained_tokens"] = g.tokens;
+  j["filtered_groups"] = g.filtered_groups;
+  j["max_logprob_diff"] = g.max_logprob_diff;
+  j["rollout_kl"] = g.rollout_kl;
+  j["rollout_tokens_per_s"] = static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9);
+  j["rollout_seconds"] = g.rollout_seconds;
+  j["train_seconds"] = g.train_seconds;
+  j["step_seconds"] = m.seconds;
+  return j.dump();
+}
+
+}  // namespace
+
+Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, const RlHooks& hooks) {
+  ASSIGN_OR_RETURN(const GrpoRunConfig gc, GrpoRunConfig::FromConfig(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
+                   PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
+                                   /*fresh=*/nullptr));
+  RETURN_IF_ERROR(run->Start());
+  const PostRunConfig& rc = run->config();
+  Policy& policy = run->policy();
+  const kernels::KernelCtx& ctx = *policy.ctx;
+  const int64_t rollout_batch =
+      gc.rollout_batch > 0 ? gc.rollout_batch : gc.samples_per_step();
+  infer::RolloutEngine engine(
+      *policy.llama, {.max_batch = rollout_batch,
+                      .max_new = rc.max_new,
+                      .samples = static_cast<int>(gc.group_size),
+                      .eos = policy.eos(),
+                      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
+                                   .seed = static_cast<uint64_t>(rc.seed)}});
+  if (hooks.on_start) hooks.on_start(rc, run->first_step());
+
+  PostRunSummary summary;
+  summary.first_step = run->first_step();
+  if (run->step() == 0) {
+    ASSIGN_OR_RETURN(summary.first_eval, run->Evaluate(hooks.run));
+  }
+  std::vector<Problem> problems;
+  std::vector<std::vector<int32_t>> prompts;
+  while (!run->Done(hooks.run)) {
+    Stopwatch watch;
+    problems.clear();
+    prompts.clear();
+    for (int64_t i = 0; i < gc.prompts_per_step; ++i) {
+      problems.push_back(MakeProblem(rc.task, Split::kTrain,
+                                     static_cast<uint64_t>(run->step() * gc.prompts_per_step + i)));
+      prompts.push_back(policy.PromptTokens(problems.back().prompt));
+    }
+    int64_t correct = 0;
+    const RewardFn reward = [&](int64_t request, const infer::RolloutSample& s) {
+      const RewardResult r =
+          TaskReward(rc.task.task, problems[request], policy.Text(s.tokens), gc.format_weight);
+      correct += r.correct;
+      return r.reward;
+    };
+    RlStepMetrics m;
+    m.lr = run->LrAt(run->step());
+    ASSIGN_OR_RETURN(m.grpo, GrpoStep(*policy.llama, run->adamw(), m.lr, rc.optim.grad_clip,
+                                      run->step(), ctx, engine, prompts,
+                                      static_cast<int>(gc.group_size), reward, gc.grpo));
+    run->StepDone();
+    m.step = run->step();
+    m.train_accuracy =
+        static_cast<double>(correct) / static_cast<double>(gc.samples_per_step());
+    m.seconds = watch.Seconds();
+    run->metrics().WriteJsonLine(StepJson(m));
+    if (hooks.on_step) hooks.on_step(m);
+    if (run->EvalDue() && run->step() < rc.steps) {
+      ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
+    }
+    if (run->CheckpointDue() && run->step() < rc.steps) {
+      ASSIGN_OR_RETURN(summary.checkpoint, run->Save());
+    }
+  }
+  ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
+  std::string extra = fmt::format("\"heldout_accuracy\": {}", summary.last_eval->accuracy);
+  if (summary.first_eval) {
+    extra += fmt::format(",\n  \"heldout_accuracy_at_start\": {}", summary.first_eval->accuracy);
+  }
+  ASSIGN_OR_RETURN(summary.checkpoint, run->Save(extra));
+  summary.steps_done = run->step();
+  summary.stopped_early = run->stopped_early();
+  summary.seconds = run->seconds();
+  return summary;
+}
+
+}  // namespace anvil::rl

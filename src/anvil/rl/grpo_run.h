@@ -1,0 +1,40 @@
+// A GRPO run on a task (`anvil rl`): from a checkpoint (rl.init, usually an
+// `anvil sft` run), each step takes rl.prompts_per_step train-split problems
+// (step s: problems [s * P, (s + 1) * P)), draws rl.group_size samples of
+// each from the policy itself (rollout engine, temperature 1), scores them
+// with the task's reward (exact answer 1, well-formed answer
+// rl.format_weight) and makes one on-policy GRPO update (grpo_step.h). The
+// policy the rollouts sample and the one the trainer scores are the same
+// weights in place, and their log-probabilities agree bit for bit: every
+// step reports the largest difference, which is 0. Held-out accuracy
+// (task_eval.h) at the start, every rl.eval_every steps and at the end.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "anvil/core/config.h"
+#include "anvil/core/status.h"
+#include "anvil/rl/grpo_step.h"
+#include "anvil/rl/post_run.h"
+
+namespace anvil::rl {
+
+struct RlStepMetrics {
+  int64_t step = 0;  // steps done, this one included
+  double lr = 0;
+  GrpoStepResult grpo;
+  double train_accuracy = 0;  // share of the step's samples answered exactly
+  double seconds = 0;         // the whole step
+};
+
+struct RlHooks {
+  PostRunHooks run;
+  // Before the first step: the run's settings and the steps already done.
+  std::function<void(const PostRunConfig& config, int64_t first_step)> on_start = nullptr;
+  std::function<void(const RlStepMetrics&)> on_step = nullptr;
+};
+
+Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, const RlHooks& hooks);
+
+}  // namespace anvil::rl

@@ -1,0 +1,110 @@
+// Post-training policies and their checkpoints (policy.h).
+#include "anvil/rl/policy.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "anvil/core/cpu_features.h"
+#include "anvil/core/file_util.h"
+#include "anvil/data/tokenizer_json.h"
+#include "anvil/infer/generate.h"
+#include "anvil/io/checkpoint.h"
+#include "anvil/kernels/attention.h"
+#include "anvil/model/attention_block.h"
+#include "anvil/model/checkpoint_weights.h"
+#include "anvil/model/hf_checkpoint.h"
+
+namespace anvil::rl {
+namespace {
+
+// The model of `config` in `policy`, weights uninitialised.
+Status Build(Policy& policy, const PolicyOptions& options) {
+  if (options.precision != model::Precision::kF32 && options.precision != model::Precision::kBF16) {
+    return InvalidArgument(fmt::format("post-training runs in f32 or bf16, not {}",
+                                       model::PrecisionName(options.precision)));
+  }
+  if (policy.tokenizer.vocab_size() > policy.config.vocab_size) {
+    return InvalidArgument(fmt::format("the tokenizer has {} tokens, model.vocab_size is {}",
+                                       policy.tokenizer.vocab_size(), policy.config.vocab_size));
+  }
+  if (options.max_batch < 1) return InvalidArgument("a policy needs max_batch >= 1");
+  policy.pool = std::make_unique<ThreadPool>(options.threads);
+  const size_t scratch =
+      std::max(kernels::KernelCtx::kDefaultScratchBytes,
+               kernels::AttentionScratchBytes(model::AttentionDimsOf(policy.config)));
+  policy.ctx = std::make_unique<kernels::KernelCtx>(*policy.pool, BestIsa(), scratch);
+  policy.llama = std::make_unique<model::Llama>(
+      policy.config,
+      model::LlamaOptions{.precision = options.precision, .max_batch = options.max_batch,
+                          .max_seq_len = policy.config.max_seq_len},
+      *policy.ctx);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<int32_t> Policy::PromptTokens(std::string_view text) const {
+  std::vector<int32_t> out = {static_cast<int32_t>(tokenizer.bos_id())};
+  for (const uint32_t id : tokenizer.Encode(text)) out.push_back(static_cast<int32_t>(id));
+  return out;
+}
+
+std::vector<int32_t> Policy::ResponseTokens(std::string_view text) const {
+  std::vector<int32_t> out;
+  for (const uint32_t id : tokenizer.Encode(text)) out.push_back(static_cast<int32_t>(id));
+  out.push_back(eos());
+  return out;
+}
+
+std::string Policy::Text(std::span<const int32_t> tokens) const {
+  if (!tokens.empty() && tokens.back() == eos()) tokens = tokens.first(tokens.size() - 1);
+  const std::vector<uint32_t> ids(tokens.begin(), tokens.end());
+  return tokenizer.Decode(ids);
+}
+
+Result<Policy> NewPolicy(const model::ModelConfig& config, data::Tokenizer tokenizer,
+                         uint64_t seed, const PolicyOptions& options) {
+  RETURN_IF_ERROR(config.Validate());
+  Policy p{.config = config, .tokenizer = std::move(tokenizer)};
+  RETURN_IF_ERROR(Build(p, options));
+  p.llama->InitWeights(*p.ctx, seed);
+  return p;
+}
+
+Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& options,
+                          std::string* dir_out) {
+  ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(checkpoint));
+  ASSIGN_OR_RETURN(model::ModelConfig config, model::ReadHfConfig(info.dir + "/config.json"));
+  ASSIGN_OR_RETURN(data::Tokenizer tokenizer, infer::CheckpointTokenizer(info.dir, ""));
+  Policy p{.config = config, .tokenizer = std::move(tokenizer)};
+  RETURN_IF_ERROR(Build(p, options));
+  p.llama->InitWeights(*p.ctx, 0);  // zeroes the padding; the load overwrites every tensor
+  RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, p.llama->params()));
+  p.llama->RefreshBf16Weights(*p.ctx);
+  if (dir_out != nullptr) *dir_out = info.dir;
+  return p;
+}
+
+std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,
+                                              const optim::OptimConfig& config) {
+  const model::LlamaParams& params = policy.llama->params();
+  return std::make_unique<optim::AdamW>(config, optim::LlamaParamGroups(params), params.size());
+}
+
+Result<std::string> SavePolicyCheckpoint(const std::string& run_dir, int64_t step,
+                                         const Policy& policy, const optim::AdamW& adamw,
+                                         const std::string& state_json,
+                                         const std::string& config_toml, int keep) {
+  ASSIGN_OR_RETURN(io::CheckpointWriter writer, io::CheckpointWriter::Begin(run_dir, step));
+  RETURN_IF_ERROR(model::SaveHfCheckpoint(writer.temp_dir(), policy.llama->params()));
+  RETURN_IF_ERROR(data::SaveTokenizer(policy.tokenizer, writer.Path("tokenizer.json")));
+  RETURN_IF_ERROR(adamw.Save(writer.Path("optimizer.safetensors")));
+  RETURN_IF_ERROR(WriteFileAtomic(writer.Path("state.json"), state_json));
+  RETURN_IF_ERROR(WriteFileAtomic(writer.Path("config.toml"), config_toml));
+  ASSIGN_OR_RETURN(std::string dir, writer.Commit());
+  RETURN_IF_ERROR(io::PruneCheckpoints(run_dir, keep));
+  return dir;
+}
+
+}  // namespace anvil::rl

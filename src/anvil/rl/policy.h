@@ -1,0 +1,72 @@
+// The model a post-training run trains (anvil sft, anvil rl): a Llama with
+// its tokenizer, threads and kernel context, made fresh or loaded from a
+// checkpoint, and the checkpoints those runs write. A post-training
+// checkpoint is self-contained: beside the Hugging Face weights
+// (model.safetensors, config.json) it holds its tokenizer.json, so
+// `anvil generate --ckpt` works on it without the data it came from, plus
+// optimizer.safetensors, state.json (the run's counters) and config.toml.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "anvil/core/status.h"
+#include "anvil/core/thread_pool.h"
+#include "anvil/data/tokenizer.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/model/config.h"
+#include "anvil/model/llama.h"
+#include "anvil/optim/adamw.h"
+
+namespace anvil::rl {
+
+struct Policy {
+  model::ModelConfig config;
+  data::Tokenizer tokenizer;
+  std::unique_ptr<ThreadPool> pool = nullptr;
+  std::unique_ptr<kernels::KernelCtx> ctx = nullptr;
+  std::unique_ptr<model::Llama> llama = nullptr;
+
+  // bos, then the text's tokens: what a rollout starts from.
+  std::vector<int32_t> PromptTokens(std::string_view text) const;
+  // The text's tokens, then eos: what the policy should answer.
+  std::vector<int32_t> ResponseTokens(std::string_view text) const;
+  // The text of generated tokens, a final eos dropped.
+  std::string Text(std::span<const int32_t> tokens) const;
+  int32_t eos() const { return static_cast<int32_t>(tokenizer.eos_id()); }
+};
+
+struct PolicyOptions {
+  model::Precision precision = model::Precision::kF32;  // f32 or bf16
+  int64_t max_batch = 1;  // rows of model.max_seq_len tokens a step may hold
+  int threads = 0;        // 0: ANVIL_THREADS or all cores
+};
+
+// A policy with weights initialised from `seed` (LlamaParams::Init). The
+// model's vocabulary must hold the tokenizer's.
+Result<Policy> NewPolicy(const model::ModelConfig& config, data::Tokenizer tokenizer,
+                         uint64_t seed, const PolicyOptions& options);
+
+// The weights and tokenizer of a checkpoint (a checkpoint folder, a run
+// folder or its `latest`): a post-training checkpoint, or a pre-training one
+// whose run data still holds its tokenizer. `dir_out`: the folder loaded.
+Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& options,
+                          std::string* dir_out = nullptr);
+
+// The AdamW of a policy's parameters (weight decay on matrices only).
+std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,
+                                              const optim::OptimConfig& config);
+
+// Writes RUN/step_<step>/ (io/checkpoint.h: atomic, checksummed) with the
+// files above; `state_json` and `config_toml` are written as given. Keeps
+// the newest `keep` checkpoints (0: all). Returns the folder.
+Result<std::string> SavePolicyCheckpoint(const std::string& run_dir, int64_t step,
+                                         const Policy& policy, const optim::AdamW& adamw,
+                                         const std::string& state_json,
+                                         const std::string& config_toml, int keep);
+
+}  // namespace anvil::rl

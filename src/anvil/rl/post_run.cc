@@ -1,0 +1,162 @@
+// The shared frame of post-training runs (post_run.h).
+#include "anvil/rl/post_run.h"
+
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <system_error>
+
+#include "anvil/core/file_util.h"
+#include "anvil/io/checkpoint.h"
+
+namespace anvil::rl {
+namespace {
+
+struct SavedState {
+  std::string kind;
+  int64_t step = 0, seed = 0, optimizer_step = 0;
+};
+
+Result<SavedState> ReadState(const std::string& dir) {
+  const std::string path = dir + "/state.json";
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  SavedState s;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    s.kind = j.at("kind").get<std::string>();
+    s.step = j.at("step").get<int64_t>();
+    s.seed = j.at("seed").get<int64_t>();
+    s.optimizer_step = j.at("optimizer_step").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(fmt::format("{}: malformed: {}", path, e.what()));
+  }
+  if (s.step < 0) return DataLoss(fmt::format("{}: step {} < 0", path, s.step));
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PostRun>> PostRun::Create(Config config, const std::string& kind,
+                                                 const PostRunOptions& options,
+                                                 int64_t max_batch, const FreshPolicy& fresh) {
+  std::unique_ptr<PostRun> run(new PostRun());
+  RETURN_IF_ERROR(run->Init(std::move(config), kind, options, max_batch, fresh));
+  return run;
+}
+
+Status PostRun::Init(Config config, const std::string& kind, const PostRunOptions& options,
+                     int64_t max_batch, const FreshPolicy& fresh) {
+  config_ = std::move(config);
+  kind_ = kind;
+  options_ = options;
+  ASSIGN_OR_RETURN(run_, PostRunConfig::FromConfig(config_, kind));
+  const PolicyOptions policy_options{.precision = run_.precision,
+                                     .max_batch = max_batch,
+                                     .threads = static_cast<int>(run_.threads)};
+  const std::string latest = options_.run_dir + "/" + io::kLatestFile;
+  if (options_.resume) {
+    ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &init_dir_));
+    policy_ = std::make_unique<Policy>(std::move(p));
+    ASSIGN_OR_RETURN(const SavedState s, ReadState(init_dir_));
+    if (s.kind != kind_ || s.seed != run_.seed) {
+      return InvalidArgument(fmt::format(
+          "{}/state.json: a {} run with seed {}, not this {} run's seed {}", init_dir_, s.kind,
+          s.seed, kind_, run_.seed));
+    }
+    adamw_ = PolicyOptimizer(*policy_, run_.optim);
+    const std::string optimizer = init_dir_ + "/optimizer.safetensors";
+    RETURN_IF_ERROR(adamw_->Load(std::span<const std::string>(&optimizer, 1)));
+    if (adamw_->step() != s.optimizer_step) {
+      return DataLoss(fmt::format("{}: optimizer step {}, state.json says {}", optimizer,
+                                  adamw_->step(), s.optimizer_step));
+    }
+    step_ = first_step_ = s.step;
+  } else {
+    if (std::filesystem::exists(latest)) {
+      return InvalidArgument(fmt::format(
+          "{} already holds a run: continue it with --resume, or pass another --out",
+          options_.run_dir));
+    }
+    if (!run_.init.empty()) {
+      ASSIGN_OR_RETURN(Policy p, LoadPolicy(run_.init, policy_options, &init_dir_));
+      policy_ = std::make_unique<Policy>(std::move(p));
+    } else if (fresh) {
+      ASSIGN_OR_RETURN(Policy p, fresh(config_, run_, policy_options));
+      policy_ = std::make_unique<Policy>(std::move(p));
+    } else {
+      return InvalidArgument(fmt::format(
+          "{0}.init is not set: a {0} run starts from a checkpoint (for example an `anvil sft` "
+          "run's folder)",
+          kind_));
+    }
+    adamw_ = PolicyOptimizer(*policy_, run_.optim);
+  }
+  schedule_ = std::make_unique<optim::LrSchedule>(run_.optim, run_.steps);
+  return Status::Ok();
+}
+
+Status PostRun::Start() {
+  RETURN_IF_ERROR(config_.CheckAllUsed());
+  std::error_code ec;
+  std::filesystem::create_directories(options_.run_dir, ec);
+  if (ec) {
+    return IoError(fmt::format("{}: cannot create the run folder: {}", options_.run_dir,
+                               ec.message()));
+  }
+  RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.toml", config_.ResolvedToml()));
+  ASSIGN_OR_RETURN(metrics_, train::MetricsWriter::Open(options_.run_dir + "/metrics.jsonl",
+                                                        options_.resume ? step_ : -1));
+  watch_.Reset();
+  return Status::Ok();
+}
+
+bool PostRun::Done(const PostRunHooks& hooks) {
+  if (step_ >= run_.steps) return true;
+  if (hooks.stop_requested && hooks.stop_requested()) {
+    stopped_early_ = true;
+    if (hooks.on_message) hooks.on_message(fmt::format("stop requested at step {}", step_));
+    return true;
+  }
+  if (run_.max_minutes > 0 && watch_.Seconds() > run_.max_minutes * 60) {
+    stopped_early_ = true;
+    if (hooks.on_message) {
+      hooks.on_message(fmt::format("{}.max_minutes = {} reached at step {} of {}", kind_,
+                                   run_.max_minutes, step_, run_.steps));
+    }
+    return true;
+  }
+  return false;
+}
+
+Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
+  ASSIGN_OR_RETURN(TaskEval e, EvaluateHeldOut(*policy_, run_.task, run_.eval_problems,
+                                               run_.eval_batch, run_.max_new));
+  nlohmann::ordered_json j;
+  j["step"] = step_;
+  j["heldout_accuracy"] = e.accuracy;
+  j["heldout_well_formed"] = e.well_formed;
+  j["heldout_tokens"] = e.mean_tokens;
+  j["heldout_problems"] = e.problems;
+  j["eval_seconds"] = e.seconds;
+  metrics_->WriteJsonLine(j.dump());
+  if (hooks.on_eval) hooks.on_eval(step_, e);
+  return e;
+}
+
+Result<std::string> PostRun::Save(const std::string& extra_state) {
+  std::string state = fmt::format(
+      "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
+      "  \"task\": \"{}\"",
+      kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
+  if (!init_dir_.empty() && !options_.resume) {
+    state += fmt::format(",\n  \"init\": {}", nlohmann::json(init_dir_).dump());
+  }
+  if (!extra_state.empty()) state += ",\n  " + extra_state;
+  state += "\n}\n";
+  return SavePolicyCheckpoint(options_.run_dir, step_, *policy_, *adamw_, state,
+                              config_.ResolvedToml(), static_cast<int>(run_.keep_checkpoints));
+}
+
+}  // namespace anvil::rl

@@ -1,0 +1,114 @@
+// What `anvil sft` and `anvil rl` runs share: the run folder (config.toml,
+// metrics.jsonl, checkpoints step_<N>/ with a `latest`), the policy and its
+// AdamW, the learning-rate schedule, held-out evaluation, checkpoints with
+// state.json, bitwise resume and the stop conditions. The step itself is
+// the caller's (sft.cc, grpo_run.cc).
+//
+// A new run starts from `<section>.init` (a checkpoint) or, where the
+// section allows it, from fresh weights; a resumed one from the run folder's
+// latest checkpoint, whose state.json must be of the same kind and seed. A
+// step's data and random streams are functions of (seed, step), so the
+// weights, the optimizer state and the step are all a resume needs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "anvil/core/clock.h"
+#include "anvil/core/config.h"
+#include "anvil/core/status.h"
+#include "anvil/optim/adamw.h"
+#include "anvil/optim/schedule.h"
+#include "anvil/rl/policy.h"
+#include "anvil/rl/run_config.h"
+#include "anvil/rl/task_eval.h"
+#include "anvil/train/metrics.h"
+
+namespace anvil::rl {
+
+struct PostRunOptions {
+  std::string run_dir;
+  bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
+};
+
+// What a run reports as it goes (the command prints them).
+struct PostRunHooks {
+  std::function<void(int64_t step, const TaskEval& eval)> on_eval = nullptr;
+  std::function<void(const std::string& message)> on_message = nullptr;
+  std::function<bool()> stop_requested = nullptr;  // polled between steps
+};
+
+// What a finished (or stopped) run did.
+struct PostRunSummary {
+  int64_t first_step = 0, steps_done = 0;
+  std::optional<TaskEval> first_eval, last_eval;  // held-out accuracy at the start and the end
+  std::string checkpoint;                         // the last one written
+  bool stopped_early = false;                     // a stop request or max_minutes
+  double seconds = 0;
+};
+
+class PostRun {
+ public:
+  // `kind`: "sft" or "rl" (the config section and state.json's kind).
+  // `fresh`: builds the policy of a new run without `<kind>.init` (null: init
+  // is required). `max_batch`: rows a training step holds.
+  using FreshPolicy = std::function<Result<Policy>(Config& config, const PostRunConfig& run,
+                                                   const PolicyOptions& options)>;
+  static Result<std::unique_ptr<PostRun>> Create(Config config, const std::string& kind,
+                                                 const PostRunOptions& options,
+                                                 int64_t max_batch, const FreshPolicy& fresh);
+
+  const PostRunConfig& config() const { return run_; }
+  // The run config: sections beyond the shared ones are read by the caller
+  // before Start() (which checks that every key was used).
+  Config& raw_config() { return config_; }
+  Policy& policy() { return *policy_; }
+  optim::AdamW& adamw() { return *adamw_; }
+  const std::string& run_dir() const { return options_.run_dir; }
+  int64_t step() const { return step_; }  // steps done
+  int64_t first_step() const { return first_step_; }
+  std::string init_dir() const { return init_dir_; }  // the checkpoint a new run started from
+
+  // Checks that every key was read, writes config.toml, opens metrics.jsonl.
+  Status Start();
+  double LrAt(int64_t step) const { return schedule_->LrAt(step); }
+  void StepDone() { ++step_; }
+  // Whether the loop should end before the next step: steps done, a stop
+  // request or <kind>.max_minutes (said through on_message once).
+  bool Done(const PostRunHooks& hooks);
+  bool stopped_early() const { return stopped_early_; }
+  // Held-out accuracy now, recorded in metrics.jsonl and passed to on_eval.
+  Result<TaskEval> Evaluate(const PostRunHooks& hooks);
+  bool EvalDue() const { return run_.eval_every > 0 && step_ % run_.eval_every == 0; }
+  bool CheckpointDue() const {
+    return run_.checkpoint_every > 0 && step_ % run_.checkpoint_every == 0;
+  }
+  // A checkpoint of the current step; `extra`: more state.json fields (a
+  // JSON object's members, without braces; may be empty).
+  Result<std::string> Save(const std::string& extra_state = "");
+  train::MetricsWriter& metrics() { return *metrics_; }
+  double seconds() const { return watch_.Seconds(); }
+
+ private:
+  PostRun() = default;
+  Status Init(Config config, const std::string& kind, const PostRunOptions& options,
+              int64_t max_batch, const FreshPolicy& fresh);
+
+  Config config_;
+  std::string kind_;
+  PostRunOptions options_;
+  PostRunConfig run_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<optim::AdamW> adamw_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<train::MetricsWriter> metrics_;
+  std::string init_dir_;
+  int64_t step_ = 0, first_step_ = 0;
+  bool stopped_early_ = false;
+  Stopwatch watch_;
+};
+
+}  // namespace anvil::rl

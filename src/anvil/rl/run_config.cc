@@ -1,0 +1,50 @@
+// Post-training run settings (run_config.h).
+#include "anvil/rl/run_config.h"
+
+#include <fmt/core.h>
+
+namespace anvil::rl {
+
+Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::string& section) {
+  PostRunConfig c;
+  const std::string p = section + ".";
+  ASSIGN_OR_RETURN(c.init, config.GetString(p + "init", c.init));
+  ASSIGN_OR_RETURN(c.steps, config.GetInt(p + "steps", c.steps));
+  ASSIGN_OR_RETURN(c.seed, config.GetInt(p + "seed", c.seed));
+  ASSIGN_OR_RETURN(const std::string precision, config.GetString(p + "precision", "f32"));
+  ASSIGN_OR_RETURN(c.precision, model::ParsePrecision(precision));
+  ASSIGN_OR_RETURN(c.eval_every, config.GetInt(p + "eval_every", c.eval_every));
+  ASSIGN_OR_RETURN(c.eval_problems, config.GetInt(p + "eval_problems", c.eval_problems));
+  ASSIGN_OR_RETURN(c.eval_batch, config.GetInt(p + "eval_batch", c.eval_batch));
+  ASSIGN_OR_RETURN(c.max_new, config.GetInt(p + "max_new", c.max_new));
+  ASSIGN_OR_RETURN(c.log_every, config.GetInt(p + "log_every", c.log_every));
+  ASSIGN_OR_RETURN(c.checkpoint_every, config.GetInt(p + "checkpoint_every", c.checkpoint_every));
+  ASSIGN_OR_RETURN(c.keep_checkpoints, config.GetInt(p + "keep_checkpoints", c.keep_checkpoints));
+  ASSIGN_OR_RETURN(c.threads, config.GetInt(p + "threads", c.threads));
+  ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble(p + "max_minutes", c.max_minutes));
+  if (c.precision != model::Precision::kF32 && c.precision != model::Precision::kBF16) {
+    return InvalidArgument(fmt::format("{}precision = \"{}\": post-training runs in f32 or bf16",
+                                       p, precision));
+  }
+  auto positive = [&](const char* key, int64_t v) -> Status {
+    if (v < 1) return InvalidArgument(fmt::format("{}{} = {}: expected >= 1", p, key, v));
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(positive("steps", c.steps));
+  RETURN_IF_ERROR(positive("eval_problems", c.eval_problems));
+  RETURN_IF_ERROR(positive("eval_batch", c.eval_batch));
+  RETURN_IF_ERROR(positive("max_new", c.max_new));
+  RETURN_IF_ERROR(positive("log_every", c.log_every));
+  if (c.seed < 0 || c.eval_every < 0 || c.checkpoint_every < 0 || c.keep_checkpoints < 0 ||
+      c.threads < 0 || c.threads > 1024 || c.max_minutes < 0) {
+    return InvalidArgument(fmt::format(
+        "{0}seed, {0}eval_every, {0}checkpoint_every, {0}keep_checkpoints, {0}max_minutes must "
+        "be >= 0 and {0}threads in 0..1024",
+        p));
+  }
+  ASSIGN_OR_RETURN(c.task, TaskConfig::FromConfig(config));
+  ASSIGN_OR_RETURN(c.optim, optim::OptimConfig::FromConfig(config));
+  return c;
+}
+
+}  // namespace anvil::rl

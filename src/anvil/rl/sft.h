@@ -1,0 +1,31 @@
+// Supervised fine-tuning on a task's prompt/answer pairs (`anvil sft`): the
+// starting policy of an RL run. Step s trains on train-split problems
+// [s * B, (s + 1) * B) (B = sft.batch_size), one per row: bos, the prompt,
+// the answer and eos, with the loss on the answer and eos only (the prompt's
+// positions have no target), averaged over those tokens. The model is new
+// (model.* and sft.tokenizer, "bytes" by default: one token per character,
+// data/bpe_train.h) or a checkpoint's (sft.init). Held-out accuracy
+// (task_eval.h) every sft.eval_every steps and at the end.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "anvil/core/config.h"
+#include "anvil/core/status.h"
+#include "anvil/rl/post_run.h"
+#include "anvil/train/metrics.h"
+
+namespace anvil::rl {
+
+struct SftHooks {
+  PostRunHooks run;
+  // Before the first step: the run's settings and the steps already done.
+  std::function<void(const PostRunConfig& config, int64_t first_step)> on_start = nullptr;  // before the first step
+  std::function<void(const train::StepMetrics&)> on_step = nullptr;
+};
+
+Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options, const SftHooks& hooks);
+
+}  // namespace anvil::rl

@@ -1,0 +1,30 @@
+// A policy's accuracy on a task's held-out problems: the greedy answer of
+// each (through the rollout engine, as a user would sample it), scored by
+// TaskReward. Deterministic: the same weights give the same figures for any
+// batch size or thread count (the decoder is batch invariant).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "anvil/core/status.h"
+#include "anvil/rl/policy.h"
+#include "anvil/rl/tasks.h"
+
+namespace anvil::rl {
+
+struct TaskEval {
+  int64_t problems = 0;
+  double accuracy = 0;     // share answered exactly
+  double well_formed = 0;  // share whose answer has the task's shape
+  double mean_tokens = 0;  // completion length, eos included
+  double seconds = 0;
+  std::string example;     // the first problem and its answer, for a log line
+};
+
+// Held-out problems [0, problems) of `task`, decoded `max_batch` at a time,
+// up to `max_new` tokens each.
+Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t problems,
+                                 int64_t max_batch, int64_t max_new);
+
+}  // namespace anvil::rl
