@@ -18,10 +18,10 @@ void PrintVersion() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Only what works today: model parallelism in the trainer and RL are in progress.
+  // Only what works today: model parallelism in the trainer is in progress.
   CLI::App app(
-      "anvil: LLM pre-training on CPUs (Llama; f32, bf16 and FP8 training; data parallel over "
-      "MPI; KV-cache generation, also W8A8/W4A8)",
+      "anvil: LLM training on CPUs (Llama; f32, bf16 and FP8 pre-training; data parallel over "
+      "MPI; KV-cache generation, also W8A8/W4A8; SFT and exactly on-policy GRPO on tasks)",
       "anvil");
   app.require_subcommand(0, 1);
   bool version = false;

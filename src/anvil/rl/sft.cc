@@ -65,6 +65,10 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     return InvalidArgument(fmt::format("sft.batch_size = {}: expected 1..65536", batch_size));
   }
   ASSIGN_OR_RETURN(const std::string tokenizer, config.GetString("sft.tokenizer", "bytes"));
+  ASSIGN_OR_RETURN(const double stop_at, config.GetDouble("sft.stop_at_accuracy", 0.0));
+  if (!(stop_at >= 0 && stop_at <= 1)) {
+    return InvalidArgument(fmt::format("sft.stop_at_accuracy = {}: expected 0 (off) .. 1", stop_at));
+  }
   const PostRun::FreshPolicy fresh = [&](Config& c, const PostRunConfig& run,
                                          const PolicyOptions& po) -> Result<Policy> {
     ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ModelConfig::FromConfig(c));
@@ -94,7 +98,8 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   summary.first_step = run->first_step();
   SftBatch batch;
   int64_t tokens_seen = run->step() * batch_size * t_len;
-  while (!run->Done(hooks.run)) {
+  bool reached = false;  // sft.stop_at_accuracy
+  while (!reached && !run->Done(hooks.run)) {
     ANVIL_TRACE_ZONE("sft_step");
     Stopwatch watch;
     RETURN_IF_ERROR(FillBatch(policy, rc.task, run->step() * batch_size, batch_size, batch));
@@ -122,12 +127,20 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     if (hooks.on_step) hooks.on_step(m);
     if (run->EvalDue() && run->step() < rc.steps) {
       ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
+      reached = stop_at > 0 && summary.last_eval->accuracy >= stop_at;
+      if (reached && hooks.run.on_message) {
+        hooks.run.on_message(fmt::format(
+            "held-out accuracy reached sft.stop_at_accuracy = {} at step {} of {}: stopping here",
+            stop_at, run->step(), rc.steps));
+      }
     }
-    if (run->CheckpointDue() && run->step() < rc.steps) {
+    if (run->CheckpointDue() && run->step() < rc.steps && !reached) {
       ASSIGN_OR_RETURN(summary.checkpoint, run->Save());
     }
   }
-  ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
+  if (!reached) {
+    ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
+  }
   ASSIGN_OR_RETURN(summary.checkpoint,
                    run->Save(fmt::format("\"heldout_accuracy\": {}", summary.last_eval->accuracy)));
   summary.steps_done = run->step();

@@ -5,7 +5,11 @@
 // positions have no target), averaged over those tokens. The model is new
 // (model.* and sft.tokenizer, "bytes" by default: one token per character,
 // data/bpe_train.h) or a checkpoint's (sft.init). Held-out accuracy
-// (task_eval.h) every sft.eval_every steps and at the end.
+// (task_eval.h) every sft.eval_every steps and at the end. With
+// sft.stop_at_accuracy > 0 the run ends at the first evaluation that reaches
+// it: a deliberately partial policy, as an RL run that should have something
+// left to learn starts from (small models learn carries in a sudden jump, so
+// a step count alone lands before or after it depending on the seed).
 #pragma once
 
 #include <cstdint>
