@@ -18,18 +18,11 @@
 #include "anvil/core/rng.h"
 #include "anvil/data/shard.h"
 #include "anvil/train/trainer.h"
+#include "python_peer.h"
 
 namespace anvil::bench {
 namespace {
 namespace fs = std::filesystem;
-
-constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // A shard of uniformly random tokens (a few global batches; the loader wraps).
 Status WriteRandomShard(const std::string& path, int64_t vocab, int64_t tokens) {
@@ -187,8 +180,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
   std::string peer_name = "pytorch", peer_error, peer_precision = precision;
   if (o.peer) {
     const std::string script =
-        o.peer_script.empty() ? (fs::path(__FILE__).parent_path() / "torch_train_peer.py").string()
-                              : o.peer_script;
+        o.peer_script.empty() ? PeerScriptPath("torch_train_peer.py") : o.peer_script;
     nlohmann::json model = {{"dim", mc->dim},           {"n_layers", mc->n_layers},
                             {"n_heads", mc->n_heads},   {"n_kv_heads", mc->n_kv_heads},
                             {"ffn_dim", mc->ffn_dim},   {"vocab_size", mc->vocab_size},
@@ -197,31 +189,18 @@ int RunTrainBench(const TrainBenchOptions& o) {
     // PyTorch 1.13 has no FP8 training: an FP8 run is compared with its bf16.
     const auto parsed = model::ParsePrecision(precision);
     peer_precision = parsed.ok() && model::IsFp8(*parsed) ? "bf16" : precision;
-    std::string env = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE";
-    if (fs::exists(kTcmalloc)) env += fmt::format(" LD_PRELOAD={}", kTcmalloc);
-    const std::string cmd = fmt::format(
-        "{} {} {} --model {} --batch {} --seq {} --accum {} --precision {} --threads {} "
-        "--steps {} --warmup {}",
-        env, ShellQuote(o.python), ShellQuote(script), ShellQuote(model.dump()), tc->batch_size,
-        tc->seq_len, tc->grad_accum, peer_precision, threads, o.steps, o.warmup);
-    std::FILE* pipe = ::popen(cmd.c_str(), "r");
-    std::string out;
-    if (pipe != nullptr) {
-      char buf[4096];
-      size_t got;
-      while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
-      const int rc = ::pclose(pipe);
-      try {
-        const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind('{')));
-        if (j.contains("error")) throw std::runtime_error(j["error"].get<std::string>());
-        torch_fig.tokens_per_s = j.at("tokens_per_s").get<double>();
-        torch_fig.mfu = torch_fig.tokens_per_s * flops_per_token / (peak * 1e9);
-        peer_name = j.at("peer").get<std::string>();
-      } catch (const std::exception& e) {
-        peer_error = fmt::format("peer failed (exit {}): {} {}", rc, e.what(), out);
-      }
+    auto j = RunPythonPeer(
+        o.python, script,
+        fmt::format("--model {} --batch {} --seq {} --accum {} --precision {} --threads {} "
+                    "--steps {} --warmup {}",
+                    ShellQuote(model.dump()), tc->batch_size, tc->seq_len, tc->grad_accum,
+                    peer_precision, threads, o.steps, o.warmup));
+    if (j.ok()) {
+      torch_fig.tokens_per_s = j->at("tokens_per_s").get<double>();
+      torch_fig.mfu = torch_fig.tokens_per_s * flops_per_token / (peak * 1e9);
+      peer_name = j->at("peer").get<std::string>();
     } else {
-      peer_error = "cannot start the peer";
+      peer_error = j.status().message();
     }
   }
   const double ratio = torch_fig.tokens_per_s > 0 ? anvil_fig.tokens_per_s / torch_fig.tokens_per_s : 0;

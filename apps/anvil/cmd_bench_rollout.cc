@@ -1,6 +1,10 @@
 // `anvil bench rollout`: the rollout engine's tokens/s at several batch sizes
-// on a checkpoint (random prompts, no eos, every sample max_new tokens long).
+// on a checkpoint (random prompts, no eos, every sample max_new tokens long),
+// beside PyTorch's batched KV-cache generation of the same model shape, batch
+// and thread count (bench/torch_rollout_peer.py, in its own process).
 #include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <random>
@@ -11,6 +15,7 @@
 #include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/kernels/attention.h"
+#include "python_peer.h"
 
 namespace anvil::cli {
 namespace {
@@ -25,7 +30,27 @@ struct BenchRolloutOptions {
   int samples = 1;     // G per prompt
   int64_t page_rows = 0;
   int threads = 0;
+  bool peer = true;
+  std::string python = "/usr/bin/python3";
 };
+
+// The peer's new tokens/s, or its error.
+Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::ModelConfig& c,
+                                   int64_t batch, int threads) {
+  const nlohmann::json model = {{"dim", c.dim},           {"n_layers", c.n_layers},
+                                {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},
+                                {"ffn_dim", c.ffn_dim},   {"vocab_size", c.vocab_size},
+                                {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},
+                                {"tie_embeddings", c.tie_embeddings}, {"init_std", c.init_std}};
+  ASSIGN_OR_RETURN(const nlohmann::json j,
+                   bench::RunPythonPeer(
+                       o.python, bench::PeerScriptPath("torch_rollout_peer.py"),
+                       fmt::format("--model {} --batch {} --prompt-len {} --max-new {} "
+                                   "--rounds {} --threads {}",
+                                   bench::ShellQuote(model.dump()), batch, o.prompt_len,
+                                   o.max_new, o.rounds, threads)));
+  return j.at("tokens_per_s").get<double>();
+}
 
 int Run(const BenchRolloutOptions& o) {
   if (o.page_rows % kernels::kAttentionKvBlock != 0) {
@@ -53,8 +78,8 @@ int Run(const BenchRolloutOptions& o) {
              m->info.dir, o.precision, m->ctx->threads(), o.prompt_len, o.samples, o.max_new,
              o.page_rows > 0 ? fmt::format("paged ({} positions a page)", o.page_rows)
                              : std::string("contiguous"));
-  fmt::print("{:>6} {:>8} {:>10} {:>12} {:>12}\n", "batch", "samples", "seconds", "new tok/s",
-             "prefill tok");
+  fmt::print("{:>6} {:>8} {:>10} {:>12} {:>12}{}\n", "batch", "samples", "seconds", "new tok/s",
+             "prefill tok", o.peer ? fmt::format(" {:>14} {:>8}", "pytorch tok/s", "ratio") : "");
   for (const int64_t batch : o.batches) {
     std::mt19937 rng(static_cast<uint32_t>(batch));
     std::vector<std::vector<int32_t>> prompts((batch * o.rounds + o.samples - 1) / o.samples);
@@ -73,8 +98,16 @@ int Run(const BenchRolloutOptions& o) {
       fmt::print(stderr, "anvil bench rollout: {}\n", r.status().ToString());
       return 1;
     }
-    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}\n", batch, r->size(), stats.seconds,
-               stats.new_tokens / std::max(stats.seconds, 1e-9), stats.prompt_tokens);
+    const double tokens_per_s = stats.new_tokens / std::max(stats.seconds, 1e-9);
+    std::string peer;
+    if (o.peer) {
+      const auto torch = PeerTokensPerSecond(o, m->config, batch, m->ctx->threads());
+      peer = torch.ok() ? fmt::format(" {:>14.0f} {:>7.2f}x", *torch, tokens_per_s / *torch)
+                        : fmt::format("  pytorch: {}", torch.status().message());
+    }
+    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}{}\n", batch, r->size(), stats.seconds,
+               tokens_per_s, stats.prompt_tokens, peer);
+    std::fflush(stdout);
   }
   return 0;
 }
@@ -106,6 +139,8 @@ void AddBenchRollout(CLI::App& bench) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
+  cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch KV-cache generation peer");
+  cmd->add_option("--python", o->python, "Python with PyTorch for the peer")->capture_default_str();
   cmd->callback([o] {
     if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

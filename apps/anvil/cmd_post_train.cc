@@ -134,10 +134,11 @@ int RunRlCommand(const PostOptions& o) {
                 const double busy = std::max(g.rollout_seconds + g.train_seconds, 1e-9);
                 fmt::print(
                     "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
-                    "clip {:.3f}  |dlogp| {:g}  kl(rollout) {:g}  rollout {:.0f} tok/s ({:.0f}%)  "
-                    "train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
+                    "clip {:.3f}  kl(ref) {:.4f}  |dlogp| {:g}  kl(rollout) {:g}  rollout {:.0f} "
+                    "tok/s ({:.0f}%)  train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
                     m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), g.entropy,
-                    g.mean_completion_tokens, g.clip_fraction, g.max_logprob_diff, g.rollout_kl,
+                    g.mean_completion_tokens, g.clip_fraction, g.kl, g.max_logprob_diff,
+                    g.rollout_kl,
                     static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
                     100 * g.rollout_seconds / busy,
                     static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <deque>
 
-#include "anvil/core/check.h"
 #include "anvil/core/clock.h"
 #include "anvil/profile/trace.h"
 
@@ -20,7 +19,7 @@ RolloutEngine::RolloutEngine(const model::Llama& model, const RolloutOptions& op
                model.config().max_seq_len,
                std::max(options.max_batch, model.config().max_seq_len), nullptr,
                {.page_rows = options.page_rows}),
-      sampler_(options.sampling) {}
+      samplers_(1, Sampler(options.sampling)) {}
 
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,
@@ -67,11 +66,17 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   const int64_t slots = options_.max_batch;
   std::vector<int64_t> in_slot(slots, -1);  // the sample a cache slot decodes, -1: free
   std::vector<float> logits(static_cast<size_t>(std::max(slots, max_len) * vocab));
-  // Takes the token sampled from `row` for sample i in `slot`; false once it stops.
-  auto take = [&](int64_t i, int64_t slot, std::span<const float> row) {
+  samplers_.resize(std::max(1, ctx.threads()), Sampler(options_.sampling));
+  // The token of sample i at its next position, from `row` (any thread's
+  // sampler: the draw is addressed, not sequenced).
+  auto draw = [&](int64_t i, std::span<const float> row, Sampler& sampler) {
+    const RolloutSample& s = out[i];
+    return sampler.Sample(row, first_request + static_cast<uint32_t>(s.request),
+                          static_cast<uint32_t>(s.sample), s.tokens.size());
+  };
+  // Takes token t for sample i in `slot`; false once it stops.
+  auto take = [&](int64_t i, int64_t slot, const Sampled& t) {
     RolloutSample& s = out[i];
-    const Sampled t = sampler_.Sample(row, first_request + static_cast<uint32_t>(s.request),
-                                      static_cast<uint32_t>(s.sample), s.tokens.size());
     s.tokens.push_back(t.token);
     s.logprobs.push_back(t.logprob);
     ++st.new_tokens;
@@ -86,6 +91,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   };
   std::vector<int64_t> seqs;
   std::vector<int32_t> next;
+  std::vector<Sampled> drawn;
   // Paged: the prompt whose samples are starting (samples start in request
   // order, so one at a time) is held in sequence `holder` with the logits
   // of its last position, and forked into each sample's slot.
@@ -121,7 +127,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
           decoder_.Reset(holder);
           held = -1;
         }
-        if (take(i, slot, row)) in_slot[slot] = i;
+        if (take(i, slot, draw(i, row, samplers_[0]))) in_slot[slot] = i;
       }
     }
     seqs.clear();
@@ -134,11 +140,16 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     if (seqs.empty()) break;  // nothing in flight and nothing waiting
     decoder_.Step(ctx, seqs, next, logits.data());
     ++st.steps;
+    drawn.resize(seqs.size());
+    ctx.pool().ParallelFor(static_cast<int64_t>(seqs.size()), [&](int64_t b, int64_t e, int t) {
+      for (int64_t r = b; r < e; ++r) {
+        drawn[r] = draw(in_slot[seqs[r]], std::span<const float>(logits).subspan(r * vocab, vocab),
+                        samplers_[t]);
+      }
+    });
     for (size_t r = 0; r < seqs.size(); ++r) {
       const int64_t slot = seqs[r];
-      if (!take(in_slot[slot], slot, std::span<const float>(logits).subspan(r * vocab, vocab))) {
-        in_slot[slot] = -1;
-      }
+      if (!take(in_slot[slot], slot, drawn[r])) in_slot[slot] = -1;
     }
   }
   st.seconds = watch.Seconds();
@@ -146,19 +157,29 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   return out;
 }
 
-std::vector<std::vector<double>> RecomputeLogProbs(model::Llama& model,
-                                                   const kernels::KernelCtx& ctx,
-                                                   std::span<const std::vector<int32_t>> prompts,
-                                                   std::span<const RolloutSample> samples,
-                                                   const SamplingConfig& sampling) {
+Result<std::vector<std::vector<double>>> RecomputeLogProbs(
+    model::Llama& model, const kernels::KernelCtx& ctx,
+    std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
+    const SamplingConfig& sampling) {
   ANVIL_TRACE_ZONE("recompute_logprobs");
   const int64_t t_len = model.options().max_seq_len > 0 ? model.options().max_seq_len
                                                         : model.config().max_seq_len;
   const int64_t vocab = model.config().vocab_size;
-  const int64_t rows_per_call = model.options().max_batch;
+  constexpr int64_t kLogitsBudget = int64_t{64} << 20;  // bytes
+  const int64_t rows_per_call = std::clamp<int64_t>(
+      kLogitsBudget / (t_len * vocab * static_cast<int64_t>(sizeof(float))), 1,
+      model.options().max_batch);
+  for (const RolloutSample& s : samples) {
+    if (s.request < 0 || s.request >= static_cast<int64_t>(prompts.size()) || s.tokens.empty() ||
+        prompts[s.request].size() + s.tokens.size() - 1 > static_cast<size_t>(t_len)) {
+      return InvalidArgument(fmt::format(
+          "recomputing log-probs: sample {} of request {} ({} tokens) does not fit a row of {}",
+          s.sample, s.request, s.tokens.size(), t_len));
+    }
+  }
   std::vector<int32_t> tokens;
   std::vector<float> logits(static_cast<size_t>(rows_per_call * t_len * vocab));
-  Sampler sampler(sampling);
+  std::vector<Sampler> samplers(std::max(1, ctx.threads()), Sampler(sampling));
   std::vector<std::vector<double>> out(samples.size());
   for (size_t first = 0; first < samples.size(); first += rows_per_call) {
     const int64_t rows = std::min<int64_t>(rows_per_call, samples.size() - first);
@@ -167,20 +188,21 @@ std::vector<std::vector<double>> RecomputeLogProbs(model::Llama& model,
       const RolloutSample& s = samples[first + r];
       const std::vector<int32_t>& prompt = prompts[s.request];
       // The last token is predicted, never read.
-      CHECK_LE(prompt.size() + s.tokens.size() - 1, static_cast<size_t>(t_len));
       std::copy(prompt.begin(), prompt.end(), tokens.begin() + r * t_len);
       std::copy(s.tokens.begin(), s.tokens.end() - 1, tokens.begin() + r * t_len + prompt.size());
     }
     const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = tokens};
     model.Logits(ctx, batch, logits.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      const RolloutSample& s = samples[first + r];
-      const int64_t start = r * t_len + static_cast<int64_t>(prompts[s.request].size()) - 1;
-      for (size_t j = 0; j < s.tokens.size(); ++j) {
-        const std::span<const float> row(logits.data() + (start + j) * vocab, vocab);
-        out[first + r].push_back(sampler.LogProb(row, s.tokens[j]));
+    ctx.pool().ParallelFor(rows, [&](int64_t b, int64_t e, int t) {
+      for (int64_t r = b; r < e; ++r) {
+        const RolloutSample& s = samples[first + r];
+        const int64_t start = r * t_len + static_cast<int64_t>(prompts[s.request].size()) - 1;
+        for (size_t j = 0; j < s.tokens.size(); ++j) {
+          const std::span<const float> row(logits.data() + (start + j) * vocab, vocab);
+          out[first + r].push_back(samplers[t].LogProb(row, s.tokens[j]));
+        }
       }
-    }
+    });
   }
   return out;
 }

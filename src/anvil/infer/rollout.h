@@ -79,14 +79,15 @@ class RolloutEngine {
   const model::Llama& model_;
   RolloutOptions options_;
   model::Decoder decoder_;
-  Sampler sampler_;
+  std::vector<Sampler> samplers_;  // one per thread: rows are sampled in parallel
 };
 
 // The log-probability of every completion token of each sample after its
 // prompt (prompts[sample.request]), from the training forward (Llama::Logits
 // of prompt + completion, in rows of the model's max_seq_len, padded, as many
-// rows a call as the model holds) and the sampler's arithmetic.
-std::vector<std::vector<double>> RecomputeLogProbs(model::Llama& model,
+// rows a call as the model holds and 64 MiB of logits allow) and the
+// sampler's arithmetic. A sample that does not fit a row is an error.
+Result<std::vector<std::vector<double>>> RecomputeLogProbs(model::Llama& model,
                                                    const kernels::KernelCtx& ctx,
                                                    std::span<const std::vector<int32_t>> prompts,
                                                    std::span<const RolloutSample> samples,

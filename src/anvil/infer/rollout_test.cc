@@ -87,10 +87,10 @@ TEST(RolloutTest, BatchInvariantAndExactlyTheTrainersLogProbs) {
     // The trainer's side: the training forward over prompt + completion.
     double max_diff = 0;
     std::set<std::string> reasons;
-    const std::vector<std::vector<double>> recomputed =
-        RecomputeLogProbs(model, ctx2, prompts, first, c.sampling);
+    const auto recomputed = RecomputeLogProbs(model, ctx2, prompts, first, c.sampling);
+    ASSERT_TRUE(recomputed.ok()) << recomputed.status().ToString();
     for (const RolloutSample& s : first) {
-      const std::vector<double>& lp = recomputed[&s - first.data()];
+      const std::vector<double>& lp = (*recomputed)[&s - first.data()];
       ASSERT_EQ(lp.size(), s.logprobs.size());
       for (size_t j = 0; j < lp.size(); ++j) {
         max_diff = std::max(max_diff, std::fabs(lp[j] - s.logprobs[j]));

@@ -30,24 +30,26 @@ void Sampler::Distribution(std::span<const float> logits) {
   };
   order_.resize(v);
   for (int32_t i = 0; i < v; ++i) order_[i] = i;
-  const bool all = config_.greedy || config_.top_k <= 0;
-  const int32_t k = all ? v : std::min(config_.top_k, v);
-  // Greedy needs no order (tokens in id order, the best one first for its
-  // pick); sampling walks the sorted tokens, as it always has.
-  if (config_.greedy) {
-    int32_t best = 0;
+  const bool top_k = !config_.greedy && config_.top_k > 0 && config_.top_k < v;
+  const bool top_p = !config_.greedy && config_.top_p < 1;
+  const int32_t k = top_k ? config_.top_k : v;
+  int32_t best = 0;
+  if (top_k || top_p) {
+    // Truncation keeps the likeliest tokens: walk them sorted.
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
+  } else {
+    // Greedy, or the whole vocabulary: no order needed (a draw walks the
+    // tokens in id order); the best one only shifts the exponentials.
     for (int32_t i = 1; i < v; ++i) {
       if (better(i, best)) best = i;
     }
-    std::swap(order_[0], order_[best]);
-  } else {
-    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
+    if (config_.greedy) std::swap(order_[0], order_[best]);  // its pick
   }
   order_.resize(k);
   // Softmax of logits / temperature over the kept tokens, in double.
   probs_.resize(k);
   const double inv_t = config_.greedy ? 1.0 : 1.0 / config_.temperature;
-  const double top = logits[order_[0]] * inv_t;
+  const double top = logits[top_k || top_p ? order_[0] : best] * inv_t;
   double sum = 0;
   for (int32_t i = 0; i < k; ++i) {
     probs_[i] = std::exp(logits[order_[i]] * inv_t - top);
@@ -55,7 +57,7 @@ void Sampler::Distribution(std::span<const float> logits) {
   }
   // Top-p: the shortest prefix (by descending probability) with mass >= p.
   keep_ = k;
-  if (!config_.greedy && config_.top_p < 1) {
+  if (top_p) {
     double mass = 0;
     for (int32_t i = 0; i < k; ++i) {
       mass += probs_[i] / sum;

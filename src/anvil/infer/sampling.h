@@ -4,7 +4,9 @@
 // (RngStream(seed, kSampling, request, sample).Uniform(position)), so a
 // token is a pure function of (logits, settings, seed, request, sample,
 // position) and the samples of one prompt draw different numbers. Ties break
-// toward the lower token id.
+// toward the lower token id. The draw walks the kept tokens' cumulative
+// probabilities: best first under top-k or top-p (which sort them), in token
+// id order over the whole vocabulary (no sort: RL samples there).
 //
 // Each sampled token comes with its log-probability under the distribution
 // it was drawn from: softmax(logits / temperature) over the tokens top-k and
@@ -52,7 +54,8 @@ class Sampler {
   double LogProb(std::span<const float> logits, int32_t token);
 
  private:
-  // The kept tokens (order_[0, keep_), best first) and their unnormalized
+  // The kept tokens (order_[0, keep_): best first when truncated, else in id
+  // order with greedy's pick swapped to the front) and their unnormalized
   // probabilities probs_ (mass kept_).
   void Distribution(std::span<const float> logits);
 

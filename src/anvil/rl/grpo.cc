@@ -37,6 +37,18 @@ Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
   return a;
 }
 
+Advantages BaselineAdvantages(std::span<const double> rewards) {
+  Advantages a;
+  double mean = 0;
+  for (const double r : rewards) mean += r;
+  mean /= static_cast<double>(std::max<size_t>(1, rewards.size()));
+  for (const double r : rewards) {
+    a.value.push_back(r - mean);
+    a.kept.push_back(r != mean);
+  }
+  return a;
+}
+
 GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
                                 std::span<const double> ref, std::span<const double> advantage,
                                 const GrpoConfig& config, std::span<float> weights) {
@@ -53,11 +65,11 @@ GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const do
     clipped += binds;
     double w = binds ? 0.0 : rho * a;
     s.loss -= std::min(rho * a, rho_clipped * a);
-    if (config.kl_coef != 0 && !ref.empty()) {
+    if (!ref.empty()) {
       const double d = ref[t] - logp[t];
       const double k3 = std::exp(d) - d - 1;
-      s.loss += config.kl_coef * k3;
       s.kl += k3;
+      s.loss += config.kl_coef * k3;
       w -= config.kl_coef * (1 - std::exp(d));
     }
     weights[t] = static_cast<float>(w * inv_n);

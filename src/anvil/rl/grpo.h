@@ -22,10 +22,16 @@
 
 namespace anvil::rl {
 
+// Where a sample's advantage comes from: GRPO's group-relative one, or
+// REINFORCE's reward minus a baseline, the mean reward of the step's samples
+// (no scaling; a sample exactly at the baseline gets no gradient).
+enum class AdvantageKind : uint8_t { kGroup, kBatchBaseline };
+
 struct GrpoConfig {
+  AdvantageKind advantage = AdvantageKind::kGroup;
   double clip_low = 0.2;    // eps_low
   double clip_high = 0.28;  // eps_high (DAPO's clip-higher)
-  double kl_coef = 0.0;     // beta; 0: no reference
+  double kl_coef = 0.0;     // beta; 0: no KL penalty
   bool scale_by_std = true;
   double std_eps = 1e-6;
 };
@@ -43,8 +49,11 @@ Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
 struct GrpoTokenStats {
   double loss = 0;           // L
   double clip_fraction = 0;  // of tokens whose clip binds
-  double kl = 0;             // mean k3 (0 without a reference)
+  double kl = 0;             // mean k3 to the reference (0 without one), whatever kl_coef
 };
+
+// REINFORCE: r_i - mean of all the rewards (kept: those not at the mean).
+Advantages BaselineAdvantages(std::span<const double> rewards);
 
 // For T tokens: logp under the policy being trained, logp_old under the one
 // that sampled them (equal bitwise on-policy), ref under the reference (empty

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "anvil/core/clock.h"
@@ -19,6 +21,10 @@ struct GrpoRunConfig {
   int64_t group_size = 8;
   int64_t rollout_batch = 0;  // sequences decoded together; 0: all of a step's samples
   double format_weight = 0.1;
+  // The starting policy (rl.init) as a frozen reference: its k3 KL is
+  // reported every step (rl.reference = true) and penalized with
+  // rl.kl_coef > 0, which needs it.
+  bool reference = true;
   GrpoConfig grpo;
 
   static Result<GrpoRunConfig> FromConfig(Config& config) {
@@ -30,6 +36,22 @@ struct GrpoRunConfig {
     ASSIGN_OR_RETURN(c.grpo.clip_low, config.GetDouble("rl.clip_low", c.grpo.clip_low));
     ASSIGN_OR_RETURN(c.grpo.clip_high, config.GetDouble("rl.clip_high", c.grpo.clip_high));
     ASSIGN_OR_RETURN(c.grpo.scale_by_std, config.GetBool("rl.scale_by_std", c.grpo.scale_by_std));
+    ASSIGN_OR_RETURN(const std::string algorithm, config.GetString("rl.algorithm", "grpo"));
+    if (algorithm == "reinforce") {
+      c.grpo.advantage = AdvantageKind::kBatchBaseline;
+    } else if (algorithm != "grpo") {
+      return InvalidArgument(fmt::format(
+          "rl.algorithm = \"{}\": expected \"grpo\" (group-relative advantages) or "
+          "\"reinforce\" (reward minus the step's mean reward)",
+          algorithm));
+    }
+    ASSIGN_OR_RETURN(c.grpo.kl_coef, config.GetDouble("rl.kl_coef", c.grpo.kl_coef));
+    ASSIGN_OR_RETURN(c.reference, config.GetBool("rl.reference", c.reference));
+    if (c.grpo.kl_coef < 0 || (c.grpo.kl_coef > 0 && !c.reference)) {
+      return InvalidArgument(fmt::format(
+          "rl.kl_coef = {}: expected >= 0, and a penalty needs rl.reference = true",
+          c.grpo.kl_coef));
+    }
     if (c.prompts_per_step < 1 || c.prompts_per_step > 4096 || c.group_size < 2 ||
         c.group_size > 256) {
       return InvalidArgument(fmt::format(
@@ -49,6 +71,11 @@ struct GrpoRunConfig {
   int64_t samples_per_step() const { return prompts_per_step * group_size; }
 };
 
+// The first train-split problem of RL step 0. SFT walks the split from
+// problem 0, sft.batch_size a step (2^32 is tens of millions of steps away),
+// so the problems RL learns from are ones SFT never showed the policy.
+constexpr uint64_t kFirstRlProblem = uint64_t{1} << 32;
+
 std::string StepJson(const RlStepMetrics& m) {
   const GrpoStepResult& g = m.grpo;
   nlohmann::ordered_json j;
@@ -59,6 +86,7 @@ std::string StepJson(const RlStepMetrics& m) {
   j["loss"] = g.loss;
   j["grad_norm"] = g.grad_norm;
   j["clip_fraction"] = g.clip_fraction;
+  j["kl_reference"] = g.kl;
   j["entropy"] = g.entropy;
   j["response_tokens"] = g.mean_completion_tokens;
   j["trained_tokens"] = g.tokens;
@@ -83,8 +111,9 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
   const PostRunConfig& rc = run->config();
   Policy& policy = run->policy();
   const kernels::KernelCtx& ctx = *policy.ctx;
-  const int64_t rollout_batch =
-      gc.rollout_batch > 0 ? gc.rollout_batch : gc.samples_per_step();
+  const int64_t rollout_batch = gc.rollout_batch > 0
+                                    ? std::min(gc.rollout_batch, gc.samples_per_step())
+                                    : gc.samples_per_step();
   infer::RolloutEngine engine(
       *policy.llama, {.max_batch = rollout_batch,
                       .max_new = rc.max_new,
@@ -92,12 +121,15 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
                       .eos = policy.eos(),
                       .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
                                    .seed = static_cast<uint64_t>(rc.seed)}});
+  std::unique_ptr<model::Llama> reference;
+  if (gc.reference) {
+    ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, gc.samples_per_step()));
+  }
   if (hooks.on_start) hooks.on_start(rc, run->first_step());
 
-  PostRunSummary summary;
-  summary.first_step = run->first_step();
+  std::optional<TaskEval> first_eval;  // a resumed run's was printed by its first session
   if (run->step() == 0) {
-    ASSIGN_OR_RETURN(summary.first_eval, run->Evaluate(hooks.run));
+    ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
   }
   std::vector<Problem> problems;
   std::vector<std::vector<int32_t>> prompts;
@@ -106,8 +138,9 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
     problems.clear();
     prompts.clear();
     for (int64_t i = 0; i < gc.prompts_per_step; ++i) {
-      problems.push_back(MakeProblem(rc.task, Split::kTrain,
-                                     static_cast<uint64_t>(run->step() * gc.prompts_per_step + i)));
+      problems.push_back(MakeProblem(
+          rc.task, Split::kTrain,
+          kFirstRlProblem + static_cast<uint64_t>(run->step() * gc.prompts_per_step + i)));
       prompts.push_back(policy.PromptTokens(problems.back().prompt));
     }
     int64_t correct = 0;
@@ -121,7 +154,8 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
     m.lr = run->LrAt(run->step());
     ASSIGN_OR_RETURN(m.grpo, GrpoStep(*policy.llama, run->adamw(), m.lr, rc.optim.grad_clip,
                                       run->step(), ctx, engine, prompts,
-                                      static_cast<int>(gc.group_size), reward, gc.grpo));
+                                      static_cast<int>(gc.group_size), reward, gc.grpo,
+                                      reference.get()));
     run->StepDone();
     m.step = run->step();
     m.train_accuracy =
@@ -129,22 +163,18 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
     m.seconds = watch.Seconds();
     run->metrics().WriteJsonLine(StepJson(m));
     if (hooks.on_step) hooks.on_step(m);
-    if (run->EvalDue() && run->step() < rc.steps) {
-      ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
-    }
-    if (run->CheckpointDue() && run->step() < rc.steps) {
-      ASSIGN_OR_RETURN(summary.checkpoint, run->Save());
-    }
+    RETURN_IF_ERROR(run->AfterStep(hooks.run));
   }
-  ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
-  std::string extra = fmt::format("\"heldout_accuracy\": {}", summary.last_eval->accuracy);
-  if (summary.first_eval) {
-    extra += fmt::format(",\n  \"heldout_accuracy_at_start\": {}", summary.first_eval->accuracy);
-  }
-  ASSIGN_OR_RETURN(summary.checkpoint, run->Save(extra));
-  summary.steps_done = run->step();
-  summary.stopped_early = run->stopped_early();
-  summary.seconds = run->seconds();
+  ASSIGN_OR_RETURN(PostRunSummary summary,
+                   run->Finish(hooks.run, [&](const TaskEval& e) {
+                     std::string extra = fmt::format("\"heldout_accuracy\": {}", e.accuracy);
+                     if (first_eval) {
+                       extra += fmt::format(",\n  \"heldout_accuracy_at_start\": {}",
+                                            first_eval->accuracy);
+                     }
+                     return extra;
+                   }));
+  summary.first_eval = first_eval;
   return summary;
 }
 

@@ -6,8 +6,10 @@
 // rl.format_weight) and makes one on-policy GRPO update (grpo_step.h). The
 // policy the rollouts sample and the one the trainer scores are the same
 // weights in place, and their log-probabilities agree bit for bit: every
-// step reports the largest difference, which is 0. Held-out accuracy
-// (task_eval.h) at the start, every rl.eval_every steps and at the end.
+// step reports the largest difference, which is 0. The starting policy,
+// frozen, is the reference of the reported KL (and of a penalty with
+// rl.kl_coef > 0). Held-out accuracy (task_eval.h) at the start, every
+// rl.eval_every steps and at the end.
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,8 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
                                 double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
                                 infer::RolloutEngine& engine,
                                 std::span<const std::vector<int32_t>> prompts, int group_size,
-                                const RewardFn& reward, const GrpoConfig& config) {
+                                const RewardFn& reward, const GrpoConfig& config,
+                                model::Llama* reference) {
   ANVIL_TRACE_ZONE("grpo_step");
   const infer::SamplingConfig& sampling = engine.options().sampling;
   if (sampling.greedy || sampling.temperature != 1.0 || sampling.top_k != 0 ||
@@ -23,9 +24,10 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
     return InvalidArgument(
         "GRPO samples from the policy itself: temperature 1, top_k 0, top_p 1, not greedy");
   }
-  if (config.kl_coef != 0) {
-    return InvalidArgument("GRPO's KL to a reference model is not supported yet: kl_coef must be 0");
+  if (config.kl_coef != 0 && reference == nullptr) {
+    return InvalidArgument("GRPO: a KL penalty (kl_coef != 0) needs a reference model");
   }
+  if (config.kl_coef < 0) return InvalidArgument("GRPO: kl_coef must be >= 0");
   if (engine.options().samples != group_size) {
     return InvalidArgument(fmt::format("the engine draws {} samples a prompt, the groups are {}",
                                        engine.options().samples, group_size));
@@ -49,27 +51,36 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
     rewards[i] = reward(samples[i].request, samples[i]);
     r.mean_reward += rewards[i] / static_cast<double>(samples.size());
   }
-  const Advantages adv = GroupAdvantages(rewards, group_size, config);
+  const Advantages adv = config.advantage == AdvantageKind::kGroup
+                            ? GroupAdvantages(rewards, group_size, config)
+                            : BaselineAdvantages(rewards);
   r.filtered_groups = adv.filtered_groups;
 
   // Rows of the training batch: the kept samples, prompt + completion padded
   // to the context; targets only on completion tokens, weighted.
   const int64_t t_len = model.config().max_seq_len;
   std::vector<int32_t> tokens, targets;
-  std::vector<double> logp, logp_old, advantage;
+  std::vector<double> logp, logp_old, ref, advantage;
   std::vector<int64_t> where;  // batch row * T + position of each completion token
   std::vector<infer::RolloutSample> kept;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (adv.kept[i]) kept.push_back(samples[i]);
   }
-  const std::vector<std::vector<double>> recomputed =
-      infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling);
+  ASSIGN_OR_RETURN(const std::vector<std::vector<double>> recomputed,
+                   infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling));
+  std::vector<std::vector<double>> reference_logp;
+  if (reference != nullptr) {
+    ASSIGN_OR_RETURN(reference_logp,
+                     infer::RecomputeLogProbs(*reference, ctx, prompts, kept, sampling));
+  }
   int64_t rows = 0;
   for (size_t i = 0, k = 0; i < samples.size(); ++i) {
     if (!adv.kept[i]) continue;
     const infer::RolloutSample& s = samples[i];
     const std::vector<int32_t>& prompt = prompts[s.request];
-    const std::vector<double>& now = recomputed[k++];
+    const std::vector<double>& now = recomputed[k];
+    const std::vector<double>* ref_now = reference != nullptr ? &reference_logp[k] : nullptr;
+    ++k;
     std::vector<int32_t> row(prompt);
     row.insert(row.end(), s.tokens.begin(), s.tokens.end());
     row.pop_back();  // inputs: the last token is only a target
@@ -80,6 +91,7 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
       where.push_back(rows * t_len + pos);
       logp.push_back(now[j]);
       logp_old.push_back(s.logprobs[j]);
+      if (ref_now != nullptr) ref.push_back((*ref_now)[j]);
       advantage.push_back(adv.value[i]);
       r.max_logprob_diff = std::max(r.max_logprob_diff, std::fabs(now[j] - s.logprobs[j]));
     }
@@ -106,7 +118,7 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   }
   std::vector<float> token_weights(logp.size());
   const GrpoTokenStats st =
-      GrpoTokenWeights(logp, logp_old, {}, advantage, config, token_weights);
+      GrpoTokenWeights(logp, logp_old, ref, advantage, config, token_weights);
   r.loss = st.loss;
   r.clip_fraction = st.clip_fraction;
   r.kl = st.kl;

@@ -7,6 +7,10 @@
 //
 // The sampling must be the policy itself (temperature 1, no top-k/top-p):
 // the training forward's cross-entropy is the untempered softmax.
+//
+// With a reference model (frozen, usually the starting policy) its
+// log-probabilities of the kept samples give the k3 KL estimate, reported
+// each step, and with config.kl_coef > 0 the KL penalty of the loss.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +29,7 @@ struct GrpoStepResult {
   double mean_reward = 0;
   double loss = 0;
   double clip_fraction = 0;
-  double kl = 0;
+  double kl = 0;                 // mean k3 KL to the reference (0 without one)
   double grad_norm = 0;
   int64_t tokens = 0;            // completion tokens trained on
   int64_t filtered_groups = 0;   // groups with equal rewards
@@ -43,11 +47,13 @@ using RewardFn = std::function<double(int64_t request, const infer::RolloutSampl
 
 // `model` must hold prompts.size() * G rows of its max_seq_len (LlamaOptions
 // max_batch); `adamw` updates its parameters; step `step` draws its samples
-// from requests step * prompts.size() + i.
+// from requests step * prompts.size() + i. `reference`: null, or a model of
+// the same shape (any max_batch) that is never updated.
 Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double lr,
                                 double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
                                 infer::RolloutEngine& engine,
                                 std::span<const std::vector<int32_t>> prompts, int group_size,
-                                const RewardFn& reward, const GrpoConfig& config);
+                                const RewardFn& reward, const GrpoConfig& config,
+                                model::Llama* reference = nullptr);
 
 }  // namespace anvil::rl

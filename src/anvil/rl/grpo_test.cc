@@ -2,7 +2,8 @@
 // are minus the derivative of the GRPO loss (central differences, away from
 // the clip's kinks), the clip binds where it should; and on a micro model a
 // few on-policy steps with a toy reward (emit token 7) raise the reward, the
-// rollout's log-probabilities equal the training forward's exactly.
+// rollout's log-probabilities equal the training forward's exactly; so do a
+// few REINFORCE steps (reward minus the step's mean).
 #include "anvil/rl/grpo_step.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,16 @@ TEST(GrpoTest, GroupAdvantages) {
   EXPECT_NEAR(a.value[1], -0.25 / 0.5, 1e-5);
   const Advantages dr = GroupAdvantages(rewards, 4, {.scale_by_std = false});
   EXPECT_DOUBLE_EQ(dr.value[0], 0.75);
+}
+
+TEST(GrpoTest, BaselineAdvantages) {
+  const std::vector<double> rewards = {1, 0, 0, 1, 0.5};
+  const Advantages a = BaselineAdvantages(rewards);
+  EXPECT_DOUBLE_EQ(a.value[0], 0.5);
+  EXPECT_DOUBLE_EQ(a.value[1], -0.5);
+  EXPECT_FALSE(a.kept[4]);  // exactly at the baseline
+  EXPECT_TRUE(a.kept[0] && a.kept[1]);
+  EXPECT_EQ(a.filtered_groups, 0);
 }
 
 // The loss GrpoTokenWeights reports, as a function of logp.
@@ -82,10 +93,6 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   cfg.max_seq_len = 16;
   constexpr int kPrompts = 8, kGroup = 4;
   model::Llama model(cfg, {.max_batch = kPrompts * kGroup}, ctx);
-  model.InitWeights(ctx, 4);
-  optim::OptimConfig oc;
-  oc.weight_decay = 0;
-  optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
   infer::RolloutEngine engine(model, {.max_batch = 16, .max_new = 6, .samples = kGroup,
                                       .eos = -1,
                                       .sampling = {.temperature = 1, .top_k = 0, .top_p = 1}});
@@ -99,19 +106,29 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     return static_cast<double>(std::count(s.tokens.begin(), s.tokens.end(), 7)) /
            static_cast<double>(s.tokens.size());
   };
-  std::vector<double> reward;
-  for (int step = 0; step < 25; ++step) {
-    auto r = GrpoStep(model, adamw, 1e-2, 1.0, step, ctx, engine, prompts, kGroup, sevens, {});
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(r->max_logprob_diff, 0.0) << "step " << step;
-    EXPECT_EQ(r->rollout_kl, 0.0) << "step " << step;
-    EXPECT_EQ(r->clip_fraction, 0.0);  // on-policy: every ratio is exactly 1
-    reward.push_back(r->mean_reward);
+  optim::OptimConfig oc;
+  oc.weight_decay = 0;
+  // GRPO, then REINFORCE with the step's mean reward as its baseline.
+  for (const AdvantageKind kind : {AdvantageKind::kGroup, AdvantageKind::kBatchBaseline}) {
+    model.InitWeights(ctx, 4);
+    optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
+    std::vector<double> reward;
+    for (int step = 0; step < 25; ++step) {
+      auto r = GrpoStep(model, adamw, 1e-2, 1.0, step, ctx, engine, prompts, kGroup, sevens,
+                        {.advantage = kind});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->max_logprob_diff, 0.0) << "step " << step;
+      EXPECT_EQ(r->rollout_kl, 0.0) << "step " << step;
+      EXPECT_EQ(r->clip_fraction, 0.0);  // on-policy: every ratio is exactly 1
+      reward.push_back(r->mean_reward);
+    }
+    const double first = (reward[0] + reward[1] + reward[2]) / 3;
+    const double last = (reward[22] + reward[23] + reward[24]) / 3;
+    std::printf("toy reward (%s): first steps %.3f, last steps %.3f\n",
+                kind == AdvantageKind::kGroup ? "grpo" : "reinforce", first, last);
+    EXPECT_GT(last, first + 0.3);
   }
-  const double first = (reward[0] + reward[1] + reward[2]) / 3;
-  const double last = (reward[22] + reward[23] + reward[24]) / 3;
-  std::printf("toy reward: first steps %.3f, last steps %.3f\n", first, last);
-  EXPECT_GT(last, first + 0.3);
+  optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
   // Sampling from anything but the policy is refused.
   infer::RolloutEngine tempered(model, {.samples = kGroup, .sampling = {.temperature = 0.7}});
   EXPECT_FALSE(

@@ -8,6 +8,7 @@
 #include "anvil/core/cpu_features.h"
 #include "anvil/core/file_util.h"
 #include "anvil/data/tokenizer_json.h"
+#include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/generate.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/kernels/attention.h"
@@ -18,12 +19,17 @@
 namespace anvil::rl {
 namespace {
 
+Status CheckPrecision(model::Precision precision) {
+  if (precision != model::Precision::kF32 && precision != model::Precision::kBF16) {
+    return InvalidArgument(fmt::format("post-training runs in f32 or bf16, not {}",
+                                       model::PrecisionName(precision)));
+  }
+  return Status::Ok();
+}
+
 // The model of `config` in `policy`, weights uninitialised.
 Status Build(Policy& policy, const PolicyOptions& options) {
-  if (options.precision != model::Precision::kF32 && options.precision != model::Precision::kBF16) {
-    return InvalidArgument(fmt::format("post-training runs in f32 or bf16, not {}",
-                                       model::PrecisionName(options.precision)));
-  }
+  RETURN_IF_ERROR(CheckPrecision(options.precision));
   if (policy.tokenizer.vocab_size() > policy.config.vocab_size) {
     return InvalidArgument(fmt::format("the tokenizer has {} tokens, model.vocab_size is {}",
                                        policy.tokenizer.vocab_size(), policy.config.vocab_size));
@@ -74,16 +80,36 @@ Result<Policy> NewPolicy(const model::ModelConfig& config, data::Tokenizer token
 
 Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& options,
                           std::string* dir_out) {
+  RETURN_IF_ERROR(CheckPrecision(options.precision));
+  if (options.max_batch < 1) return InvalidArgument("a policy needs max_batch >= 1");
+  ASSIGN_OR_RETURN(infer::CheckpointModel m,
+                   infer::LoadCheckpointModel(checkpoint, options.precision, options.threads,
+                                              options.max_batch));
+  ASSIGN_OR_RETURN(data::Tokenizer tokenizer, infer::CheckpointTokenizer(m.info.dir, ""));
+  if (dir_out != nullptr) *dir_out = m.info.dir;
+  return Policy{.config = m.config,
+                .tokenizer = std::move(tokenizer),
+                .pool = std::move(m.pool),
+                .ctx = std::move(m.ctx),
+                .llama = std::move(m.llama)};
+}
+
+Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoint,
+                                                    const Policy& policy, int64_t max_batch) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(checkpoint));
-  ASSIGN_OR_RETURN(model::ModelConfig config, model::ReadHfConfig(info.dir + "/config.json"));
-  ASSIGN_OR_RETURN(data::Tokenizer tokenizer, infer::CheckpointTokenizer(info.dir, ""));
-  Policy p{.config = config, .tokenizer = std::move(tokenizer)};
-  RETURN_IF_ERROR(Build(p, options));
-  p.llama->InitWeights(*p.ctx, 0);  // zeroes the padding; the load overwrites every tensor
-  RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, p.llama->params()));
-  p.llama->RefreshBf16Weights(*p.ctx);
-  if (dir_out != nullptr) *dir_out = info.dir;
-  return p;
+  ASSIGN_OR_RETURN(const model::ModelConfig config,
+                   model::ReadHfConfig(info.dir + "/config.json"));
+  if (model::HfConfigJson(config) != model::HfConfigJson(policy.config)) {
+    return InvalidArgument(fmt::format("{}: the reference model's shape differs from the policy's",
+                                       info.dir));
+  }
+  model::LlamaOptions options = policy.llama->options();
+  options.max_batch = max_batch;
+  auto reference = std::make_unique<model::Llama>(config, options, *policy.ctx);
+  reference->InitWeights(*policy.ctx, 0);  // zeroes the padding; the load overwrites every tensor
+  RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, reference->params()));
+  reference->RefreshBf16Weights(*policy.ctx);
+  return reference;
 }
 
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,

@@ -57,6 +57,12 @@ Result<Policy> NewPolicy(const model::ModelConfig& config, data::Tokenizer token
 Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& options,
                           std::string* dir_out = nullptr);
 
+// A frozen model of a checkpoint's weights on `policy`'s threads, in its
+// precision (the reference of a KL penalty); the checkpoint must hold a
+// model of the policy's shape. Steps of up to `max_batch` rows.
+Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoint,
+                                                    const Policy& policy, int64_t max_batch);
+
 // The AdamW of a policy's parameters (weight decay on matrices only).
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,
                                               const optim::OptimConfig& config);

@@ -57,16 +57,16 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
                                      .threads = static_cast<int>(run_.threads)};
   const std::string latest = options_.run_dir + "/" + io::kLatestFile;
   if (options_.resume) {
-    ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &init_dir_));
+    ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
     policy_ = std::make_unique<Policy>(std::move(p));
-    ASSIGN_OR_RETURN(const SavedState s, ReadState(init_dir_));
+    ASSIGN_OR_RETURN(const SavedState s, ReadState(loaded_from_));
     if (s.kind != kind_ || s.seed != run_.seed) {
       return InvalidArgument(fmt::format(
-          "{}/state.json: a {} run with seed {}, not this {} run's seed {}", init_dir_, s.kind,
+          "{}/state.json: a {} run with seed {}, not this {} run's seed {}", loaded_from_, s.kind,
           s.seed, kind_, run_.seed));
     }
     adamw_ = PolicyOptimizer(*policy_, run_.optim);
-    const std::string optimizer = init_dir_ + "/optimizer.safetensors";
+    const std::string optimizer = loaded_from_ + "/optimizer.safetensors";
     RETURN_IF_ERROR(adamw_->Load(std::span<const std::string>(&optimizer, 1)));
     if (adamw_->step() != s.optimizer_step) {
       return DataLoss(fmt::format("{}: optimizer step {}, state.json says {}", optimizer,
@@ -80,7 +80,7 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
           options_.run_dir));
     }
     if (!run_.init.empty()) {
-      ASSIGN_OR_RETURN(Policy p, LoadPolicy(run_.init, policy_options, &init_dir_));
+      ASSIGN_OR_RETURN(Policy p, LoadPolicy(run_.init, policy_options, &loaded_from_));
       policy_ = std::make_unique<Policy>(std::move(p));
     } else if (fresh) {
       ASSIGN_OR_RETURN(Policy p, fresh(config_, run_, policy_options));
@@ -106,8 +106,9 @@ Status PostRun::Start() {
                                ec.message()));
   }
   RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.toml", config_.ResolvedToml()));
-  ASSIGN_OR_RETURN(metrics_, train::MetricsWriter::Open(options_.run_dir + "/metrics.jsonl",
-                                                        options_.resume ? step_ : -1));
+  const std::string metrics = options_.run_dir + "/metrics.jsonl";
+  if (!options_.resume) std::filesystem::remove(metrics, ec);  // a failed run's lines
+  ASSIGN_OR_RETURN(metrics_, train::MetricsWriter::Open(metrics, options_.resume ? step_ : -1));
   watch_.Reset();
   return Status::Ok();
 }
@@ -141,8 +142,37 @@ Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
   j["heldout_problems"] = e.problems;
   j["eval_seconds"] = e.seconds;
   metrics_->WriteJsonLine(j.dump());
+  last_eval_ = e;
+  last_eval_step_ = step_;
   if (hooks.on_eval) hooks.on_eval(step_, e);
   return e;
+}
+
+Status PostRun::AfterStep(const PostRunHooks& hooks) {
+  if (step_ >= run_.steps) return Status::Ok();
+  if (run_.eval_every > 0 && step_ % run_.eval_every == 0) {
+    RETURN_IF_ERROR(Evaluate(hooks).status());
+  }
+  if (run_.checkpoint_every > 0 && step_ % run_.checkpoint_every == 0) {
+    RETURN_IF_ERROR(Save().status());
+  }
+  return Status::Ok();
+}
+
+Result<PostRunSummary> PostRun::Finish(
+    const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
+  if (last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
+  if (last_saved_step_ != step_) {
+    RETURN_IF_ERROR(Save(extra_state ? extra_state(*last_eval_) : "").status());
+  }
+  PostRunSummary s;
+  s.first_step = first_step_;
+  s.steps_done = step_;
+  s.last_eval = last_eval_;
+  s.checkpoint = last_checkpoint_;
+  s.stopped_early = stopped_early_;
+  s.seconds = watch_.Seconds();
+  return s;
 }
 
 Result<std::string> PostRun::Save(const std::string& extra_state) {
@@ -150,13 +180,15 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
       "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
       "  \"task\": \"{}\"",
       kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
-  if (!init_dir_.empty() && !options_.resume) {
-    state += fmt::format(",\n  \"init\": {}", nlohmann::json(init_dir_).dump());
-  }
+  if (!run_.init.empty()) state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
   if (!extra_state.empty()) state += ",\n  " + extra_state;
   state += "\n}\n";
-  return SavePolicyCheckpoint(options_.run_dir, step_, *policy_, *adamw_, state,
-                              config_.ResolvedToml(), static_cast<int>(run_.keep_checkpoints));
+  ASSIGN_OR_RETURN(last_checkpoint_,
+                   SavePolicyCheckpoint(options_.run_dir, step_, *policy_, *adamw_, state,
+                                        config_.ResolvedToml(),
+                                        static_cast<int>(run_.keep_checkpoints)));
+  last_saved_step_ = step_;
+  return last_checkpoint_;
 }
 
 }  // namespace anvil::rl

@@ -70,22 +70,31 @@ class PostRun {
   const std::string& run_dir() const { return options_.run_dir; }
   int64_t step() const { return step_; }  // steps done
   int64_t first_step() const { return first_step_; }
-  std::string init_dir() const { return init_dir_; }  // the checkpoint a new run started from
+  // The checkpoint the policy was loaded from: rl.init / sft.init for a new
+  // run, the run's own latest for a resumed one (empty: fresh weights).
+  const std::string& loaded_from() const { return loaded_from_; }
 
-  // Checks that every key was read, writes config.toml, opens metrics.jsonl.
+  // Checks that every key was read, writes config.toml, opens metrics.jsonl
+  // (a new run's starts empty).
   Status Start();
   double LrAt(int64_t step) const { return schedule_->LrAt(step); }
   void StepDone() { ++step_; }
   // Whether the loop should end before the next step: steps done, a stop
   // request or <kind>.max_minutes (said through on_message once).
   bool Done(const PostRunHooks& hooks);
-  bool stopped_early() const { return stopped_early_; }
   // Held-out accuracy now, recorded in metrics.jsonl and passed to on_eval.
   Result<TaskEval> Evaluate(const PostRunHooks& hooks);
-  bool EvalDue() const { return run_.eval_every > 0 && step_ % run_.eval_every == 0; }
-  bool CheckpointDue() const {
-    return run_.checkpoint_every > 0 && step_ % run_.checkpoint_every == 0;
-  }
+  // After a step: the evaluation and the checkpoint <kind>.eval_every and
+  // <kind>.checkpoint_every ask for (none at the last step: Finish does them).
+  Status AfterStep(const PostRunHooks& hooks);
+  // The latest evaluation and the step it was made at (-1: none yet).
+  const std::optional<TaskEval>& last_eval() const { return last_eval_; }
+  int64_t last_eval_step() const { return last_eval_step_; }
+  // The end of the loop: the final evaluation and checkpoint, unless this
+  // step already had them; `extra_state` gives more state.json fields (as
+  // Save) from the final evaluation.
+  Result<PostRunSummary> Finish(const PostRunHooks& hooks,
+                                const std::function<std::string(const TaskEval&)>& extra_state);
   // A checkpoint of the current step; `extra`: more state.json fields (a
   // JSON object's members, without braces; may be empty).
   Result<std::string> Save(const std::string& extra_state = "");
@@ -105,8 +114,11 @@ class PostRun {
   std::unique_ptr<optim::AdamW> adamw_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<train::MetricsWriter> metrics_;
-  std::string init_dir_;
+  std::string loaded_from_;
   int64_t step_ = 0, first_step_ = 0;
+  std::optional<TaskEval> last_eval_;
+  int64_t last_eval_step_ = -1, last_saved_step_ = -1;
+  std::string last_checkpoint_;
   bool stopped_early_ = false;
   Stopwatch watch_;
 };

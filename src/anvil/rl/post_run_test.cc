@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -144,15 +145,28 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->steps_done, 6);
   ASSERT_TRUE(a->first_eval.has_value());
-  int steps = 0;
+  std::vector<double> kl;  // to the reference, the starting policy
   for (const nlohmann::json& line : MetricsLines(through)) {
     if (!line.contains("max_logprob_diff")) continue;
     EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0) << line.dump();
     EXPECT_EQ(line["rollout_kl"].get<double>(), 0.0) << line.dump();
     EXPECT_GT(line["entropy"].get<double>(), 0.0);
-    ++steps;
+    kl.push_back(line["kl_reference"].get<double>());
   }
-  EXPECT_EQ(steps, 6);
+  ASSERT_EQ(kl.size(), 6u);
+  EXPECT_EQ(kl[0], 0.0);  // the first step's policy is the reference, bit for bit
+  EXPECT_GT(*std::max_element(kl.begin(), kl.end()), 0.0);  // then it moves away
+
+  // A KL penalty: the run trains, and its first step's KL is exactly 0 too.
+  Config penalized = RlConfig(sft);
+  ASSERT_TRUE(penalized.Set("rl.kl_coef=0.5").ok());
+  ASSERT_TRUE(RunGrpo(penalized, {.run_dir = dir / "penalized"}, {}).ok());
+  const std::vector<nlohmann::json> p = MetricsLines(dir / "penalized");
+  ASSERT_TRUE(p[1].contains("kl_reference"));  // p[0]: the held-out evaluation at the start
+  EXPECT_EQ(p[1]["kl_reference"].get<double>(), 0.0);
+  Config no_reference = RlConfig(sft);
+  ASSERT_TRUE(no_reference.Set("rl.kl_coef=0.5").ok() && no_reference.Set("rl.reference=false").ok());
+  EXPECT_FALSE(RunGrpo(no_reference, {.run_dir = dir / "no_reference"}, {}).ok());
 
   int64_t done = 0;
   RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},

@@ -78,24 +78,28 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
                    PostRun::Create(std::move(config), "sft", options, batch_size, fresh));
   Policy& policy = run->policy();
-  if (options.resume && run->config().init.empty()) {
-    // The model.* keys of the run's config.toml describe the checkpoint.
+  if (!run->loaded_from().empty() && run->raw_config().Has("model.dim")) {
+    // A [model] section beside a checkpoint (sft.init, or a resumed fresh
+    // run) must describe it.
     ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ModelConfig::FromConfig(run->raw_config()));
     if (model::HfConfigJson(mc) != model::HfConfigJson(policy.config)) {
       return InvalidArgument(fmt::format(
-          "{}/config.toml: the model.* keys differ from the checkpoint's config.json",
-          options.run_dir));
+          "the [model] keys differ from the model of {}/config.json (drop [model] to take the "
+          "checkpoint's)",
+          run->loaded_from()));
     }
   }
-  RETURN_IF_ERROR(run->Start());
   const PostRunConfig& rc = run->config();
+  if (stop_at > 0 && rc.eval_every == 0) {
+    return InvalidArgument(
+        "sft.stop_at_accuracy needs sft.eval_every > 0: it is checked at the evaluations");
+  }
+  RETURN_IF_ERROR(run->Start());
   const kernels::KernelCtx& ctx = *policy.ctx;
   model::Llama& model = *policy.llama;
   const int64_t t_len = policy.config.max_seq_len;
   if (hooks.on_start) hooks.on_start(rc, run->first_step());
 
-  PostRunSummary summary;
-  summary.first_step = run->first_step();
   SftBatch batch;
   int64_t tokens_seen = run->step() * batch_size * t_len;
   bool reached = false;  // sft.stop_at_accuracy
@@ -125,28 +129,21 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     m.mem_high_water = train::PeakRssBytes();
     run->metrics().Write(m);
     if (hooks.on_step) hooks.on_step(m);
-    if (run->EvalDue() && run->step() < rc.steps) {
-      ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
-      reached = stop_at > 0 && summary.last_eval->accuracy >= stop_at;
-      if (reached && hooks.run.on_message) {
+    RETURN_IF_ERROR(run->AfterStep(hooks.run));
+    if (stop_at > 0 && run->last_eval_step() == run->step() &&
+        run->last_eval()->accuracy >= stop_at) {
+      reached = true;
+      if (hooks.run.on_message) {
         hooks.run.on_message(fmt::format(
             "held-out accuracy reached sft.stop_at_accuracy = {} at step {} of {}: stopping here",
             stop_at, run->step(), rc.steps));
       }
     }
-    if (run->CheckpointDue() && run->step() < rc.steps && !reached) {
-      ASSIGN_OR_RETURN(summary.checkpoint, run->Save());
-    }
   }
-  if (!reached) {
-    ASSIGN_OR_RETURN(summary.last_eval, run->Evaluate(hooks.run));
-  }
-  ASSIGN_OR_RETURN(summary.checkpoint,
-                   run->Save(fmt::format("\"heldout_accuracy\": {}", summary.last_eval->accuracy)));
-  summary.steps_done = run->step();
-  summary.stopped_early = run->stopped_early();
-  summary.seconds = run->seconds();
-  return summary;
+  return run->Finish(hooks.run, [&](const TaskEval& e) {
+    return fmt::format("\"heldout_accuracy\": {}, \"stopped_at_accuracy\": {}", e.accuracy,
+                       reached);
+  });
 }
 
 }  // namespace anvil::rl
