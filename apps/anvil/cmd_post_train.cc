@@ -143,6 +143,10 @@ int RunRlCommand(const PostOptions& o) {
                     100 * g.rollout_seconds / busy,
                     static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
                     100 * g.train_seconds / busy, m.seconds);
+                if (g.max_logprob_diff != 0) {  // quantized rollouts: the correction
+                  fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",
+                             g.tis_mean, Percent(g.tis_truncated));
+                }
                 std::fflush(stdout);
               }});
   if (!summary.ok()) return Fail("rl", summary.status());

@@ -17,7 +17,7 @@ RolloutEngine::RolloutEngine(const model::Llama& model, const RolloutOptions& op
       // Paged: one more sequence holds the prompt whose samples are starting.
       decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0),
                model.config().max_seq_len,
-               std::max(options.max_batch, model.config().max_seq_len), nullptr,
+               std::max(options.max_batch, model.config().max_seq_len), options.linear,
                {.page_rows = options.page_rows}),
       samplers_(1, Sampler(options.sampling)) {}
 

@@ -29,6 +29,7 @@
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/decode.h"
 #include "anvil/model/llama.h"
+#include "anvil/model/low_precision_linear.h"
 
 namespace anvil::infer {
 
@@ -41,6 +42,12 @@ struct RolloutOptions {
   // > 0: a paged KV cache with pages of this many positions (a multiple of
   // 64): a prompt is prefilled once and its G samples share its pages.
   int64_t page_rows = 0;
+  // Rollouts in another format than training on purpose (model/int_linear.h:
+  // W8A8 or W4A8 layers; it outlives the engine and is kept current by its
+  // owner): the layers' GEMMs go through it, so the log-probabilities are
+  // the quantized policy's, not the trainer's (an RL step then corrects for
+  // the mismatch: rl/grpo.h).
+  const model::LowPrecisionLinear* linear = nullptr;
 };
 
 struct RolloutSample {

@@ -33,11 +33,18 @@ IntLinear::IntLinear(const Llama& model, WeightQuant quant, int64_t max_rows,
   CHECK(model.options().precision == Precision::kF32)
       << "integer inference quantizes an f32 model's weights, not "
       << PrecisionName(model.options().precision);
+  bits_ = quant == WeightQuant::kW8A8 ? kernels::IntBits::kInt8 : kernels::IntBits::kInt4;
+  Requantize(model, ctx);
   const BlockShape& s = model.block_shape();
-  const kernels::IntBits bits =
-      quant == WeightQuant::kW8A8 ? kernels::IntBits::kInt8 : kernels::IntBits::kInt4;
+  const int64_t widest = std::max({s.dim, s.q(), s.ffn});
+  rows_ = AlignedBuffer(kernels::IntRowsBytes(max_rows, widest));
+}
+
+void IntLinear::Requantize(const Llama& model, const kernels::KernelCtx& ctx) {
+  const BlockShape& s = model.block_shape();
+  weights_.clear();
   auto add = [&](const float* w, int64_t in, int64_t out) {
-    weights_.emplace(w, kernels::QuantizeWeightsInt(ctx, in, out, w, 0, bits));
+    weights_.emplace(w, kernels::QuantizeWeightsInt(ctx, in, out, w, 0, bits_));
   };
   for (int l = 0; l < model.config().n_layers; ++l) {
     const AttentionWeights<float> aw = model.AttentionWeightsOf<float>(l);
@@ -47,8 +54,6 @@ IntLinear::IntLinear(const Llama& model, WeightQuant quant, int64_t max_rows,
     add(mw.w_gate_up, s.dim, 2 * s.ffn);
     add(mw.w_down, s.ffn, s.dim);
   }
-  const int64_t widest = std::max({s.dim, s.q(), s.ffn});
-  rows_ = AlignedBuffer(kernels::IntRowsBytes(max_rows, widest));
 }
 
 int64_t IntLinear::weight_bytes() const {

@@ -32,6 +32,10 @@ class IntLinear : public LowPrecisionLinear {
   IntLinear(const Llama& model, WeightQuant quant, int64_t max_rows,
             const kernels::KernelCtx& ctx);
 
+  // Quantizes the model's current weights again (they changed: an RL
+  // rollout after a training step).
+  void Requantize(const Llama& model, const kernels::KernelCtx& ctx);
+
   // Bytes of the quantized weights (codes and scales).
   int64_t weight_bytes() const;
 
@@ -45,6 +49,7 @@ class IntLinear : public LowPrecisionLinear {
                       const float* x, const float* dy, float* dw) const override;
 
  private:
+  kernels::IntBits bits_;
   std::unordered_map<const float*, kernels::IntWeights> weights_;
   int64_t max_rows_;
   mutable AlignedBuffer rows_;  // the activations' codes of one call

@@ -50,21 +50,30 @@ Advantages BaselineAdvantages(std::span<const double> rewards) {
 }
 
 GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
-                                std::span<const double> ref, std::span<const double> advantage,
-                                const GrpoConfig& config, std::span<float> weights) {
+                                std::span<const double> ref, std::span<const double> behaviour,
+                                std::span<const double> advantage, const GrpoConfig& config,
+                                std::span<float> weights) {
   GrpoTokenStats s;
   const size_t n = logp.size();
   if (n == 0) return s;
   const double inv_n = 1.0 / static_cast<double>(n);
-  int64_t clipped = 0;
+  int64_t clipped = 0, truncated = 0;
+  double tis_sum = 0;
   for (size_t t = 0; t < n; ++t) {
     const double a = advantage[t];
     const double rho = std::exp(logp[t] - logp_old[t]);
     const double rho_clipped = std::clamp(rho, 1 - config.clip_low, 1 + config.clip_high);
     const bool binds = a >= 0 ? rho > 1 + config.clip_high : rho < 1 - config.clip_low;
     clipped += binds;
-    double w = binds ? 0.0 : rho * a;
-    s.loss -= std::min(rho * a, rho_clipped * a);
+    double c = 1;
+    if (!behaviour.empty()) {
+      const double ratio = std::exp(logp_old[t] - behaviour[t]);
+      c = std::min(ratio, config.tis_cap);
+      truncated += ratio > config.tis_cap;
+    }
+    tis_sum += c;
+    double w = binds ? 0.0 : c * rho * a;
+    s.loss -= c * std::min(rho * a, rho_clipped * a);
     if (!ref.empty()) {
       const double d = ref[t] - logp[t];
       const double k3 = std::exp(d) - d - 1;
@@ -77,6 +86,8 @@ GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const do
   s.loss *= inv_n;
   s.kl *= inv_n;
   s.clip_fraction = static_cast<double>(clipped) * inv_n;
+  s.tis_mean = tis_sum * inv_n;
+  s.tis_truncated = static_cast<double>(truncated) * inv_n;
   return s;
 }
 

@@ -14,6 +14,12 @@
 // where [unclipped] is 1 unless the clip binds (A >= 0 and rho > 1 + eps_high,
 // or A < 0 and rho < 1 - eps_low). A group whose rewards are all equal has no
 // signal: its samples get no advantage and are filtered out.
+//
+// Rollouts from another policy than the trainer's (a quantized sampler, on
+// purpose) are corrected by truncated importance sampling: the policy term
+// of token t is weighted by c_t = min(exp(logp_old_t - behaviour_t), C)
+// (C = tis_cap), the behaviour log-probability being the sampler's. With
+// exact parity every c_t is exactly 1 and nothing changes.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +39,7 @@ struct GrpoConfig {
   double clip_high = 0.28;  // eps_high (DAPO's clip-higher)
   double kl_coef = 0.0;     // beta; 0: no KL penalty
   bool scale_by_std = true;
+  double tis_cap = 2.0;     // C of the truncated importance weights
   double std_eps = 1e-6;
 };
 
@@ -50,16 +57,20 @@ struct GrpoTokenStats {
   double loss = 0;           // L
   double clip_fraction = 0;  // of tokens whose clip binds
   double kl = 0;             // mean k3 to the reference (0 without one), whatever kl_coef
+  double tis_mean = 1;       // mean c_t (1 without behaviour log-probs)
+  double tis_truncated = 0;  // share of tokens whose c_t was cut to C
 };
 
 // REINFORCE: r_i - mean of all the rewards (kept: those not at the mean).
 Advantages BaselineAdvantages(std::span<const double> rewards);
 
-// For T tokens: logp under the policy being trained, logp_old under the one
-// that sampled them (equal bitwise on-policy), ref under the reference (empty
-// without one), advantage per token; writes weights [T].
+// For T tokens: logp under the policy being trained, logp_old under the
+// trainer's policy when the samples were drawn, ref under the reference
+// (empty without one), behaviour under the sampler (empty: it is logp_old's
+// policy), advantage per token; writes weights [T].
 GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
-                                std::span<const double> ref, std::span<const double> advantage,
-                                const GrpoConfig& config, std::span<float> weights);
+                                std::span<const double> ref, std::span<const double> behaviour,
+                                std::span<const double> advantage, const GrpoConfig& config,
+                                std::span<float> weights);
 
 }  // namespace anvil::rl

@@ -11,6 +11,7 @@
 
 #include "anvil/core/clock.h"
 #include "anvil/infer/rollout.h"
+#include "anvil/model/int_linear.h"
 #include "anvil/rl/reward.h"
 
 namespace anvil::rl {
@@ -25,6 +26,9 @@ struct GrpoRunConfig {
   // reported every step (rl.reference = true) and penalized with
   // rl.kl_coef > 0, which needs it.
   bool reference = true;
+  // Rollouts through W8A8/W4A8 layers on purpose (rl.rollout_quant): a
+  // mismatch the step corrects by truncated importance sampling (rl.tis_cap).
+  model::WeightQuant rollout_quant = model::WeightQuant::kNone;
   GrpoConfig grpo;
 
   static Result<GrpoRunConfig> FromConfig(Config& config) {
@@ -46,6 +50,12 @@ struct GrpoRunConfig {
           algorithm));
     }
     ASSIGN_OR_RETURN(c.grpo.kl_coef, config.GetDouble("rl.kl_coef", c.grpo.kl_coef));
+    ASSIGN_OR_RETURN(const std::string quant, config.GetString("rl.rollout_quant", "none"));
+    ASSIGN_OR_RETURN(c.rollout_quant, model::ParseWeightQuant(quant));
+    ASSIGN_OR_RETURN(c.grpo.tis_cap, config.GetDouble("rl.tis_cap", c.grpo.tis_cap));
+    if (!(c.grpo.tis_cap >= 1)) {
+      return InvalidArgument(fmt::format("rl.tis_cap = {}: expected >= 1", c.grpo.tis_cap));
+    }
     ASSIGN_OR_RETURN(c.reference, config.GetBool("rl.reference", c.reference));
     if (c.grpo.kl_coef < 0 || (c.grpo.kl_coef > 0 && !c.reference)) {
       return InvalidArgument(fmt::format(
@@ -93,6 +103,8 @@ std::string StepJson(const RlStepMetrics& m) {
   j["filtered_groups"] = g.filtered_groups;
   j["max_logprob_diff"] = g.max_logprob_diff;
   j["rollout_kl"] = g.rollout_kl;
+  j["tis_mean"] = g.tis_mean;
+  j["tis_truncated"] = g.tis_truncated;
   j["rollout_tokens_per_s"] = static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9);
   j["rollout_seconds"] = g.rollout_seconds;
   j["train_seconds"] = g.train_seconds;
@@ -114,13 +126,23 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
   const int64_t rollout_batch = gc.rollout_batch > 0
                                     ? std::min(gc.rollout_batch, gc.samples_per_step())
                                     : gc.samples_per_step();
+  std::unique_ptr<model::IntLinear> quantized;
+  if (gc.rollout_quant != model::WeightQuant::kNone) {
+    if (rc.precision != model::Precision::kF32) {
+      return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
+    }
+    quantized = std::make_unique<model::IntLinear>(
+        *policy.llama, gc.rollout_quant,
+        std::max(rollout_batch, policy.config.max_seq_len), ctx);
+  }
   infer::RolloutEngine engine(
       *policy.llama, {.max_batch = rollout_batch,
                       .max_new = rc.max_new,
                       .samples = static_cast<int>(gc.group_size),
                       .eos = policy.eos(),
                       .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
-                                   .seed = static_cast<uint64_t>(rc.seed)}});
+                                   .seed = static_cast<uint64_t>(rc.seed)},
+                      .linear = quantized.get()});
   std::unique_ptr<model::Llama> reference;
   if (gc.reference) {
     ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, gc.samples_per_step()));
@@ -150,6 +172,7 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
       correct += r.correct;
       return r.reward;
     };
+    if (quantized) quantized->Requantize(*policy.llama, ctx);  // last step's weights
     RlStepMetrics m;
     m.lr = run->LrAt(run->step());
     ASSIGN_OR_RETURN(m.grpo, GrpoStep(*policy.llama, run->adamw(), m.lr, rc.optim.grad_clip,

@@ -8,8 +8,11 @@
 // weights in place, and their log-probabilities agree bit for bit: every
 // step reports the largest difference, which is 0. The starting policy,
 // frozen, is the reference of the reported KL (and of a penalty with
-// rl.kl_coef > 0). Held-out accuracy (task_eval.h) at the start, every
-// rl.eval_every steps and at the end.
+// rl.kl_coef > 0). With rl.rollout_quant = "w8a8" or "w4a8" the rollouts run
+// through integer layers quantized from the current weights each step, a
+// mismatch on purpose that truncated importance sampling corrects (grpo.h).
+// Held-out accuracy (task_eval.h) at the start, every rl.eval_every steps
+// and at the end.
 #pragma once
 
 #include <cstdint>

@@ -60,7 +60,10 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   // to the context; targets only on completion tokens, weighted.
   const int64_t t_len = model.config().max_seq_len;
   std::vector<int32_t> tokens, targets;
-  std::vector<double> logp, logp_old, ref, advantage;
+  // logp: the trainer's policy now; logp_old: the same before this step's
+  // update (one update per batch: equal); behaviour: the sampler's (equal
+  // too, bit for bit, unless the rollouts ran quantized on purpose).
+  std::vector<double> logp, logp_old, behaviour, ref, advantage;
   std::vector<int64_t> where;  // batch row * T + position of each completion token
   std::vector<infer::RolloutSample> kept;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -90,7 +93,8 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
       row_targets[pos] = s.tokens[j];
       where.push_back(rows * t_len + pos);
       logp.push_back(now[j]);
-      logp_old.push_back(s.logprobs[j]);
+      logp_old.push_back(now[j]);
+      behaviour.push_back(s.logprobs[j]);
       if (ref_now != nullptr) ref.push_back((*ref_now)[j]);
       advantage.push_back(adv.value[i]);
       r.max_logprob_diff = std::max(r.max_logprob_diff, std::fabs(now[j] - s.logprobs[j]));
@@ -106,7 +110,7 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
     r.train_seconds = train_watch.Seconds();
     return r;
   }
-  for (size_t k = 0; k < logp.size(); ++k) r.rollout_kl += logp_old[k] - logp[k];
+  for (size_t k = 0; k < logp.size(); ++k) r.rollout_kl += behaviour[k] - logp[k];
   r.rollout_kl /= static_cast<double>(logp.size());
   const int64_t capacity = model.options().max_batch *
                            (model.options().max_seq_len > 0 ? model.options().max_seq_len
@@ -118,10 +122,12 @@ Result<GrpoStepResult> GrpoStep(model::Llama& model, optim::AdamW& adamw, double
   }
   std::vector<float> token_weights(logp.size());
   const GrpoTokenStats st =
-      GrpoTokenWeights(logp, logp_old, ref, advantage, config, token_weights);
+      GrpoTokenWeights(logp, logp_old, ref, behaviour, advantage, config, token_weights);
   r.loss = st.loss;
   r.clip_fraction = st.clip_fraction;
   r.kl = st.kl;
+  r.tis_mean = st.tis_mean;
+  r.tis_truncated = st.tis_truncated;
   std::vector<float> weights(tokens.size(), 0.0f);
   for (size_t k = 0; k < where.size(); ++k) weights[where[k]] = token_weights[k];
   const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = targets,

@@ -3,7 +3,10 @@
 // policy's log-probabilities recomputed with the training forward (equal to
 // the rollout's bit for bit: the step reports the largest difference, which
 // must be 0, so no importance correction is needed), per-token weights
-// (grpo.h), one forward/backward with them and an AdamW update.
+// (grpo.h), one forward/backward with them and an AdamW update. With an
+// engine that samples through quantized layers on purpose
+// (RolloutOptions::linear) the difference is not 0, and the sampler's
+// log-probabilities weight each token by truncated importance sampling.
 //
 // The sampling must be the policy itself (temperature 1, no top-k/top-p):
 // the training forward's cross-entropy is the untempered softmax.
@@ -35,6 +38,8 @@ struct GrpoStepResult {
   int64_t filtered_groups = 0;   // groups with equal rewards
   double max_logprob_diff = 0;   // rollout vs training forward: 0 when exact
   double rollout_kl = 0;         // mean (rollout - training) log-prob (k1 KL estimate): 0 too
+  double tis_mean = 1;           // mean truncated importance weight (1: exact parity)
+  double tis_truncated = 0;      // share of tokens whose weight was cut to the cap
   // Of all the step's samples (kept or not):
   int64_t rollout_tokens = 0;       // completion tokens generated
   double mean_completion_tokens = 0;

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "anvil/core/thread_pool.h"
+#include "anvil/model/int_linear.h"
 
 namespace anvil::rl {
 namespace {
@@ -42,28 +43,32 @@ TEST(GrpoTest, BaselineAdvantages) {
 
 // The loss GrpoTokenWeights reports, as a function of logp.
 double Loss(const std::vector<double>& logp, const std::vector<double>& old,
-            const std::vector<double>& ref, const std::vector<double>& adv, const GrpoConfig& c) {
+            const std::vector<double>& ref, const std::vector<double>& behaviour,
+            const std::vector<double>& adv, const GrpoConfig& c) {
   std::vector<float> w(logp.size());
-  return GrpoTokenWeights(logp, old, ref, adv, c, w).loss;
+  return GrpoTokenWeights(logp, old, ref, behaviour, adv, c, w).loss;
 }
 
 TEST(GrpoTest, TokenWeightsAreTheLossGradient) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-0.6, 0.6);
   const int n = 200;
-  std::vector<double> logp(n), old(n), ref(n), adv(n);
+  std::vector<double> logp(n), old(n), ref(n), behaviour(n), adv(n);
   for (int t = 0; t < n; ++t) {
     old[t] = -1.0 - std::fabs(u(rng));
     logp[t] = old[t] + u(rng);  // ratios from 0.55 to 1.8: clips bind both ways
     ref[t] = old[t] + 0.3 * u(rng);
+    behaviour[t] = old[t] - 1.5 * u(rng);  // importance weights up to e^0.9: some truncated
     adv[t] = t % 3 == 0 ? -1.3 : 0.7 + u(rng);
   }
   const GrpoConfig c{.kl_coef = 0.05};
   std::vector<float> w(n);
-  const GrpoTokenStats st = GrpoTokenWeights(logp, old, ref, adv, c, w);
+  const GrpoTokenStats st = GrpoTokenWeights(logp, old, ref, behaviour, adv, c, w);
   EXPECT_GT(st.clip_fraction, 0.05);
   EXPECT_LT(st.clip_fraction, 0.9);
   EXPECT_GT(st.kl, 0);
+  EXPECT_GT(st.tis_truncated, 0.02);
+  EXPECT_NE(st.tis_mean, 1.0);
   const double h = 1e-6;
   int checked = 0;
   for (int t = 0; t < n; ++t) {
@@ -73,7 +78,8 @@ TEST(GrpoTest, TokenWeightsAreTheLossGradient) {
     std::vector<double> p = logp, m = logp;
     p[t] += h;
     m[t] -= h;
-    const double grad = (Loss(p, old, ref, adv, c) - Loss(m, old, ref, adv, c)) / (2 * h);
+    const double grad =
+        (Loss(p, old, ref, behaviour, adv, c) - Loss(m, old, ref, behaviour, adv, c)) / (2 * h);
     EXPECT_NEAR(w[t], -grad, 1e-6 + 1e-4 * std::fabs(grad)) << "token " << t << " rho " << rho;
     ++checked;
   }
@@ -127,6 +133,33 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     std::printf("toy reward (%s): first steps %.3f, last steps %.3f\n",
                 kind == AdvantageKind::kGroup ? "grpo" : "reinforce", first, last);
     EXPECT_GT(last, first + 0.3);
+  }
+  // Rollouts through W8A8 layers on purpose: the log-probabilities differ
+  // from the trainer's, truncated importance weights correct for it, and the
+  // reward still rises.
+  {
+    model.InitWeights(ctx, 4);
+    optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
+    model::IntLinear w8a8(model, model::WeightQuant::kW8A8, 16, ctx);
+    infer::RolloutEngine quantized(
+        model, {.max_batch = 16, .max_new = 6, .samples = kGroup, .eos = -1,
+                .sampling = {.temperature = 1, .top_k = 0, .top_p = 1}, .linear = &w8a8});
+    std::vector<double> reward;
+    double max_diff = 0, tis_off = 0;
+    for (int step = 0; step < 25; ++step) {
+      w8a8.Requantize(model, ctx);
+      auto r = GrpoStep(model, adamw, 1e-2, 1.0, step, ctx, quantized, prompts, kGroup, sevens, {});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      max_diff = std::max(max_diff, r->max_logprob_diff);
+      tis_off = std::max(tis_off, std::fabs(r->tis_mean - 1));
+      reward.push_back(r->mean_reward);
+    }
+    EXPECT_GT(max_diff, 1e-4);
+    EXPECT_GT(tis_off, 1e-6);
+    std::printf("toy reward (w8a8 rollouts): first steps %.3f, last steps %.3f; max |dlogp| %.2e\n",
+                (reward[0] + reward[1] + reward[2]) / 3, (reward[22] + reward[23] + reward[24]) / 3,
+                max_diff);
+    EXPECT_GT((reward[22] + reward[23] + reward[24]) / 3, (reward[0] + reward[1] + reward[2]) / 3 + 0.3);
   }
   optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
   // Sampling from anything but the policy is refused.
