@@ -19,6 +19,14 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
+nlohmann::json PeerModelJson(const model::ModelConfig& c) {
+  return {{"dim", c.dim},           {"n_layers", c.n_layers},
+          {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},
+          {"ffn_dim", c.ffn_dim},   {"vocab_size", c.vocab_size},
+          {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},
+          {"tie_embeddings", c.tie_embeddings}, {"init_std", c.init_std}};
+}
+
 std::string PeerScriptPath(const std::string& name) {
   return (std::filesystem::path(__FILE__).parent_path() / name).string();
 }

@@ -9,12 +9,16 @@
 #include <string>
 
 #include "anvil/core/status.h"
+#include "anvil/model/config.h"
 
 namespace anvil::bench {
 
 // `args`: the script's arguments, already shell-quoted where needed.
 Result<nlohmann::json> RunPythonPeer(const std::string& python, const std::string& script,
                                      const std::string& args);
+
+// A model's [model] keys as the peers read them (--model JSON).
+nlohmann::json PeerModelJson(const model::ModelConfig& c);
 
 // `s` in single quotes for /bin/sh.
 std::string ShellQuote(const std::string& s);

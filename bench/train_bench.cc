@@ -181,11 +181,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
   if (o.peer) {
     const std::string script =
         o.peer_script.empty() ? PeerScriptPath("torch_train_peer.py") : o.peer_script;
-    nlohmann::json model = {{"dim", mc->dim},           {"n_layers", mc->n_layers},
-                            {"n_heads", mc->n_heads},   {"n_kv_heads", mc->n_kv_heads},
-                            {"ffn_dim", mc->ffn_dim},   {"vocab_size", mc->vocab_size},
-                            {"rope_theta", mc->rope_theta}, {"norm_eps", mc->norm_eps},
-                            {"tie_embeddings", mc->tie_embeddings}, {"init_std", mc->init_std}};
+    const nlohmann::json model = PeerModelJson(*mc);
     // PyTorch 1.13 has no FP8 training: an FP8 run is compared with its bf16.
     const auto parsed = model::ParsePrecision(precision);
     peer_precision = parsed.ok() && model::IsFp8(*parsed) ? "bf16" : precision;

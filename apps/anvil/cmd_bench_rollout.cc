@@ -37,11 +37,7 @@ struct BenchRolloutOptions {
 // The peer's new tokens/s, or its error.
 Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::ModelConfig& c,
                                    int64_t batch, int threads) {
-  const nlohmann::json model = {{"dim", c.dim},           {"n_layers", c.n_layers},
-                                {"n_heads", c.n_heads},   {"n_kv_heads", c.n_kv_heads},
-                                {"ffn_dim", c.ffn_dim},   {"vocab_size", c.vocab_size},
-                                {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},
-                                {"tie_embeddings", c.tie_embeddings}, {"init_std", c.init_std}};
+  const nlohmann::json model = bench::PeerModelJson(c);
   ASSIGN_OR_RETURN(const nlohmann::json j,
                    bench::RunPythonPeer(
                        o.python, bench::PeerScriptPath("torch_rollout_peer.py"),

@@ -111,8 +111,7 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
   // FP8 always takes the packed path (the streaming one reads f32/bf16 B).
-  const bool decode =
-      fp8 == nullptr && bl.decode_max_m > 0 && !p.trans_b && p.m <= bl.decode_max_m;
+  const bool decode = gemm_internal::StreamsB(p, bl);
   const int64_t macs = p.m * p.n * p.k;
   const int threads =
       static_cast<int>(std::clamp<int64_t>(macs / kMinMacsPerThread, 1, ctx.threads()));

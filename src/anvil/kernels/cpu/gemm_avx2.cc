@@ -240,7 +240,7 @@ void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_
     } else {
       Driver<avx2::Tier>::Run<Fp8Codes<false>>(p, r, scratch, scratch_bytes);
     }
-  } else if (!p.trans_b && p.m <= kAvx2.decode_max_m) {
+  } else if (StreamsB(p, kAvx2)) {
     avx2::DecodeRegion(p, r);
   } else if (p.bf16_in) {
     Driver<avx2::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);

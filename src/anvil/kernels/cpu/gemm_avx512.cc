@@ -138,7 +138,7 @@ void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, siz
     } else {
       Driver<avx512::Tier>::Run<Fp8Codes<false>>(p, r, scratch, scratch_bytes);
     }
-  } else if (!p.trans_b && p.m <= kAvx512F32.decode_max_m) {
+  } else if (StreamsB(p, p.bf16_in ? kAvx512Bf16 : kAvx512F32)) {
     avx512::DecodeRegion(p, r, scratch);
   } else if (p.bf16_in) {
     Driver<avx512::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);

@@ -58,7 +58,7 @@ struct Blocking {
   int mr;
   int nr;
   int kc;
-  int decode_max_m;  // M <= this with trans_b == kN streams B (0: never)
+  int decode_max_m;  // M <= this with trans_b == kN may stream B (StreamsB; 0: never)
 };
 
 // AVX-512. Register tile 14x32: 28 zmm accumulators + 2 for B + 1 spare of 32;
@@ -72,14 +72,30 @@ struct Blocking {
 // 256 -> 512 +5-9%, 512 -> 1024 +1%. The A block (kMc x 1024 words =
 // 672 KiB) still fits the 1 MiB L2, and a training K up to 1024 (f32) or
 // 2048 (bf16) is one block: no partial sums at all.
-inline constexpr Blocking kAvx512F32{14, 32, 1024, 8};
-inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 8};
+inline constexpr Blocking kAvx512F32{14, 32, 1024, 32};
+inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 32};
 // AVX2: 16 ymm; a 6x16 tile = 12 accumulators + 2 for B + 1 broadcast. bf16
 // is widened to f32 while packing, so both inputs share the f32 kernel.
 // kc: 256 x 16 x 4 B = 16 KiB of B micro-panel in L1 (32 KiB on AVX2 parts).
 inline constexpr Blocking kAvx2{6, 16, 256, 8};
 // Portable: a row at a time over 64-column strips; kc as AVX2.
 inline constexpr Blocking kScalar{1, 64, 256, 0};
+
+// The streaming (decode) path holds up to kDecodeChunkRows rows in its
+// register strips; up to a tier's decode_max_m rows it runs them in chunks
+// of that many, each reading B again, which beats packing B only while B
+// stays in the L2 (measured on the Xeon host, 2 threads: 32 x 768 x 256
+// f32 255 -> 347 GFLOP/s, 16 x 512 x 512 168 -> 356, bf16 32 x 768 x 768
+// 166 -> 203; but 32 x 8192 x 256, 8 MiB of B, 209 -> 136, and at 2 MiB
+// (32 x 1024 x 512 f32) 205 -> 188).
+inline constexpr int64_t kDecodeChunkRows = 8;
+inline constexpr int64_t kChunkedDecodeMaxBBytes = int64_t{3} << 19;  // 1.5 MiB
+
+// Whether `p` takes the streaming path on a tier with blocking `bl`.
+inline bool StreamsB(const Problem& p, const Blocking& bl) {
+  if (p.fp8 != nullptr || p.trans_b || bl.decode_max_m == 0 || p.m > bl.decode_max_m) return false;
+  return p.m <= kDecodeChunkRows || p.k * p.n * (p.bf16_in ? 2 : 4) <= kChunkedDecodeMaxBBytes;
+}
 
 // Per-tier workers: compute region `r` of `p` with thread-private scratch.
 // Packed and streaming (decode) paths live behind each; both give the same bits.
