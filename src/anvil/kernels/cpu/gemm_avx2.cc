@@ -215,7 +215,22 @@ void Rows(const Problem& p, const Region& r) {
   }
 }
 
+// More rows than one pass holds (StreamsB: B in the L2) go in chunks of 6,
+// the most the 16 ymm registers hold two vectors wide.
+constexpr int64_t kChunkRows = 6;
+
 void DecodeRegion(const Problem& p, const Region& r) {
+  if (p.m > kDecodeChunkRows) {
+    const size_t in = p.bf16_in ? 2 : 4, out = p.bf16_out ? 2 : 4;
+    for (int64_t i0 = 0; i0 < p.m; i0 += kChunkRows) {
+      Problem q = p;
+      q.m = Min(kChunkRows, p.m - i0);
+      q.a = static_cast<const std::byte*>(p.a) + (p.trans_a ? i0 : i0 * p.lda) * in;
+      q.c = static_cast<std::byte*>(p.c) + i0 * p.ldc * out;
+      DecodeRegion(q, r);
+    }
+    return;
+  }
   switch (p.m) {
     case 1: return Rows<1>(p, r);
     case 2: return Rows<2>(p, r);
@@ -233,7 +248,6 @@ void DecodeRegion(const Problem& p, const Region& r) {
 }  // namespace avx2
 
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
-  static_assert(kAvx2.decode_max_m == 8);
   if (p.fp8 != nullptr) {
     if (p.fp8->decode_bf16) {
       Driver<avx2::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);

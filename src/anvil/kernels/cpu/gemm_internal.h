@@ -77,7 +77,10 @@ inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 32};
 // AVX2: 16 ymm; a 6x16 tile = 12 accumulators + 2 for B + 1 broadcast. bf16
 // is widened to f32 while packing, so both inputs share the f32 kernel.
 // kc: 256 x 16 x 4 B = 16 KiB of B micro-panel in L1 (32 KiB on AVX2 parts).
-inline constexpr Blocking kAvx2{6, 16, 256, 8};
+// Streaming takes up to 16 rows (chunks of 6; ANVIL_ISA=avx2 on the Xeon
+// host: 16 x 768 x 256 f32 98 -> 128 GFLOP/s, bf16 91 -> 110); at 24-32 rows
+// re-widening bf16 B per chunk loses to packing (32 x 768 x 256 bf16 121 -> 94).
+inline constexpr Blocking kAvx2{6, 16, 256, 16};
 // Portable: a row at a time over 64-column strips; kc as AVX2.
 inline constexpr Blocking kScalar{1, 64, 256, 0};
 
