@@ -60,6 +60,13 @@ Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* de
 
 }  // namespace
 
+std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
+                                                 const model::ModelConfig& config) {
+  const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
+                                  kernels::AttentionScratchBytes(model::AttentionDimsOf(config)));
+  return std::make_unique<kernels::KernelCtx>(pool, BestIsa(), scratch);
+}
+
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
                                             int64_t max_batch) {
@@ -67,9 +74,7 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
   ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
   m.pool = std::make_unique<ThreadPool>(threads);
-  const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
-                                  kernels::AttentionScratchBytes(model::AttentionDimsOf(m.config)));
-  m.ctx = std::make_unique<kernels::KernelCtx>(*m.pool, BestIsa(), scratch);
+  m.ctx = MakeModelCtx(*m.pool, m.config);
   model::LlamaOptions options{.precision = precision, .max_batch = max_batch,
                               .max_seq_len = m.config.max_seq_len};
   if (model::IsFp8(precision)) {

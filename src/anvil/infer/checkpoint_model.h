@@ -26,6 +26,11 @@ struct CheckpointModel {
   std::unique_ptr<model::Llama> llama;
 };
 
+// A kernel context on `pool` (the best ISA) whose per-thread scratch holds
+// the attention kernels' blocks of `config`.
+std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
+                                                 const model::ModelConfig& config);
+
 // `checkpoint`: a checkpoint folder, a run folder or its `latest` file;
 // `threads` 0: ANVIL_THREADS or all cores; steps of up to `max_batch` rows of
 // model.max_seq_len tokens.

@@ -3,16 +3,12 @@
 
 #include <fmt/core.h>
 
-#include <algorithm>
 
-#include "anvil/core/cpu_features.h"
 #include "anvil/core/file_util.h"
 #include "anvil/data/tokenizer_json.h"
 #include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/generate.h"
 #include "anvil/io/checkpoint.h"
-#include "anvil/kernels/attention.h"
-#include "anvil/model/attention_block.h"
 #include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/hf_checkpoint.h"
 
@@ -36,10 +32,7 @@ Status Build(Policy& policy, const PolicyOptions& options) {
   }
   if (options.max_batch < 1) return InvalidArgument("a policy needs max_batch >= 1");
   policy.pool = std::make_unique<ThreadPool>(options.threads);
-  const size_t scratch =
-      std::max(kernels::KernelCtx::kDefaultScratchBytes,
-               kernels::AttentionScratchBytes(model::AttentionDimsOf(policy.config)));
-  policy.ctx = std::make_unique<kernels::KernelCtx>(*policy.pool, BestIsa(), scratch);
+  policy.ctx = infer::MakeModelCtx(*policy.pool, policy.config);
   policy.llama = std::make_unique<model::Llama>(
       policy.config,
       model::LlamaOptions{.precision = options.precision, .max_batch = options.max_batch,

@@ -227,4 +227,21 @@ int GemmKBlock(Isa isa, bool bf16_inputs) {
   return BlockingFor(TierFor(isa, bf16_inputs), bf16_inputs).kc;
 }
 
+namespace gemm_internal {
+
+bool StreamsB(const Problem& p, const Blocking& bl) {
+  if (p.fp8 != nullptr || p.trans_b || bl.decode_max_m == 0 || p.m > bl.decode_max_m) return false;
+  return p.m <= kDecodeChunkRows || p.k * p.n * (p.bf16_in ? 2 : 4) <= kChunkedDecodeMaxBBytes;
+}
+
+Problem RowSlice(const Problem& p, int64_t first, int64_t rows) {
+  const int64_t in = p.bf16_in ? 2 : 4, out = p.bf16_out ? 2 : 4;
+  Problem q = p;
+  q.m = rows;
+  q.a = static_cast<const std::byte*>(p.a) + (p.trans_a ? first : first * p.lda) * in;
+  q.c = static_cast<std::byte*>(p.c) + first * p.ldc * out;
+  return q;
+}
+
+}  // namespace gemm_internal
 }  // namespace anvil::kernels

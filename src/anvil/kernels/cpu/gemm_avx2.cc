@@ -221,13 +221,8 @@ constexpr int64_t kChunkRows = 6;
 
 void DecodeRegion(const Problem& p, const Region& r) {
   if (p.m > kDecodeChunkRows) {
-    const size_t in = p.bf16_in ? 2 : 4, out = p.bf16_out ? 2 : 4;
     for (int64_t i0 = 0; i0 < p.m; i0 += kChunkRows) {
-      Problem q = p;
-      q.m = Min(kChunkRows, p.m - i0);
-      q.a = static_cast<const std::byte*>(p.a) + (p.trans_a ? i0 : i0 * p.lda) * in;
-      q.c = static_cast<std::byte*>(p.c) + i0 * p.ldc * out;
-      DecodeRegion(q, r);
+      DecodeRegion(RowSlice(p, i0, Min(kChunkRows, p.m - i0)), r);
     }
     return;
   }

@@ -324,13 +324,8 @@ void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch) {
   if (p.m > kDecodeChunkRows) {
     // Chunks of rows, each streaming the region's B again (from cache): a
     // row's sums are the same whichever chunk holds it.
-    const size_t in = p.bf16_in ? 2 : 4, out = p.bf16_out ? 2 : 4;
     for (int64_t i0 = 0; i0 < p.m; i0 += kDecodeChunkRows) {
-      Problem q = p;
-      q.m = Min(kDecodeChunkRows, p.m - i0);
-      q.a = static_cast<const std::byte*>(p.a) + (p.trans_a ? i0 : i0 * p.lda) * in;
-      q.c = static_cast<std::byte*>(p.c) + i0 * p.ldc * out;
-      DecodeRegion(q, r, scratch);
+      DecodeRegion(RowSlice(p, i0, Min(kDecodeChunkRows, p.m - i0)), r, scratch);
     }
     return;
   }

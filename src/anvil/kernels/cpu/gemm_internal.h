@@ -95,10 +95,11 @@ inline constexpr int64_t kDecodeChunkRows = 8;
 inline constexpr int64_t kChunkedDecodeMaxBBytes = int64_t{3} << 19;  // 1.5 MiB
 
 // Whether `p` takes the streaming path on a tier with blocking `bl`.
-inline bool StreamsB(const Problem& p, const Blocking& bl) {
-  if (p.fp8 != nullptr || p.trans_b || bl.decode_max_m == 0 || p.m > bl.decode_max_m) return false;
-  return p.m <= kDecodeChunkRows || p.k * p.n * (p.bf16_in ? 2 : 4) <= kChunkedDecodeMaxBBytes;
-}
+// (Defined in gemm.cc, the baseline unit: no inline functions here.)
+bool StreamsB(const Problem& p, const Blocking& bl);
+// Rows [first, first + rows) of `p`: A and C offset, everything else kept
+// (a streaming pass over a chunk of rows).
+Problem RowSlice(const Problem& p, int64_t first, int64_t rows);
 
 // Per-tier workers: compute region `r` of `p` with thread-private scratch.
 // Packed and streaming (decode) paths live behind each; both give the same bits.
