@@ -87,10 +87,10 @@ inline constexpr Blocking kScalar{1, 64, 256, 0};
 // The streaming (decode) path holds up to kDecodeChunkRows rows in its
 // register strips; up to a tier's decode_max_m rows it runs them in chunks
 // of that many, each reading B again, which beats packing B only while B
-// stays in the L2 (measured on the Xeon host, 2 threads: 32 x 768 x 256
-// f32 255 -> 347 GFLOP/s, 16 x 512 x 512 168 -> 356, bf16 32 x 768 x 768
-// 166 -> 203; but 32 x 8192 x 256, 8 MiB of B, 209 -> 136, and at 2 MiB
-// (32 x 1024 x 512 f32) 205 -> 188).
+// stays in the L2 (measured on the Xeon host, 2 threads, medians of 3:
+// 32 x 768 x 256 f32 245 -> 356 GFLOP/s, 16 x 512 x 512 160 -> 310, bf16
+// 32 x 768 x 768 166 -> 210; but 32 x 8192 x 256, 8 MiB of B, 209 -> 136,
+// and at 2 MiB (32 x 1024 x 512 f32) 205 -> 188, single runs).
 inline constexpr int64_t kDecodeChunkRows = 8;
 inline constexpr int64_t kChunkedDecodeMaxBBytes = int64_t{3} << 19;  // 1.5 MiB
 
