@@ -1,6 +1,6 @@
 // `anvil sft` and `anvil rl`: post-training on a task with verifiable answers
 // (supervised fine-tuning, then GRPO), from a TOML config or a run folder to
-// resume. Parsing and printing only; the runs are rl::RunSft and rl::RunGrpo.
+// resume. Parsing and printing only; the runs are rl::RunSft and rl::RunRl.
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -10,7 +10,7 @@
 
 #include "anvil/commands.h"
 #include "anvil/core/config.h"
-#include "anvil/rl/grpo_run.h"
+#include "anvil/rl/rl_run.h"
 #include "anvil/rl/sft.h"
 #include "anvil/train/progress.h"
 
@@ -115,22 +115,22 @@ int RunRlCommand(const PostOptions& o) {
   if (!config.ok()) return Fail("rl", config.status());
   train::InstallSigintHandler();
   int64_t log_every = 10, total_steps = 0;
-  auto summary = rl::RunGrpo(
+  auto summary = rl::RunRl(
       std::move(*config), run,
       rl::RlHooks{
           .run = {.on_eval = [](int64_t step, const rl::TaskEval& e) { PrintEval("rl", step, e); },
                   .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
                   .stop_requested = [] { return train::SigintReceived(); }},
           .on_start =
-              [&](const rl::PostRunConfig& rc, int64_t) {
+              [&](const rl::PostRunConfig& rc, int64_t, const std::string& algorithm) {
                 total_steps = rc.steps;
                 log_every = rc.log_every;
-                fmt::print("GRPO for {} steps\n", rc.steps);
+                fmt::print("{} for {} steps\n", algorithm, rc.steps);
               },
           .on_step =
               [&](const rl::RlStepMetrics& m) {
                 if (m.step % log_every != 0 && m.step != total_steps) return;
-                const rl::GrpoStepResult& g = m.grpo;
+                const rl::PolicyStepResult& g = m.policy;
                 const double busy = std::max(g.rollout_seconds + g.train_seconds, 1e-9);
                 fmt::print(
                     "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
@@ -143,6 +143,12 @@ int RunRlCommand(const PostOptions& o) {
                     100 * g.rollout_seconds / busy,
                     static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
                     100 * g.train_seconds / busy, m.seconds);
+                if (m.ppo) {
+                  fmt::print("    value loss {:.4f}  value clip {:.3f}  explained variance {:.3f}  "
+                             "mean value {:.3f}\n",
+                             g.value_loss, g.value_clip_fraction, g.explained_variance,
+                             g.value_mean);
+                }
                 if (g.max_logprob_diff != 0) {  // quantized rollouts: the correction
                   fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",
                              g.tis_mean, Percent(g.tis_truncated));

@@ -303,6 +303,9 @@ struct Hooks {
   void Probe(const std::string& name, float* x, int64_t n) const {
     if (h.probe) h.probe(name, x, n);
   }
+  void HeadInput(const float* x, float* dx, int64_t n) const {
+    if (h.head_input) h.head_input(x, dx, n);
+  }
 };
 
 }  // namespace
@@ -328,6 +331,7 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
                           LayerScratch(s, l), ctx);
     MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, slot.mlp[0], LayerScratch(s, l), ctx);
   }
+  hooks.HeadInput(x, nullptr, n);
   hooks.BeforeForward(num_units() - 1);
   const HeadWeights<A> hw = HeadWeightsOf<A>();
   if (logits_out != nullptr) {  // straight into the caller's [N, V]
@@ -388,6 +392,7 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
       config_, HeadWeightsOf<A>(), n, options_.head_chunk_rows, slot.resid.back(), targets,
       loss_scale, batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), s.head,
       slot.d_resid, HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+  hooks.HeadInput(slot.resid.back(), slot.d_resid, n);
   hooks.Probe("head.d_in", slot.d_resid, nc);
   hooks.GradsReady(unit_begins_[head_unit]);
   return {xs.loss_sum, xs.valid_rows};

@@ -76,6 +76,13 @@ struct StepHooks {
   // "layers.L.mlp.d_in", "layers.L.attn.d_in"), [n] f32 values, in execution
   // order. The values may be changed (a test plants a fault this way).
   std::function<void(const std::string& name, float* x, int64_t n)> probe = nullptr;
+  // A head of the caller's that reads the LM head's input, the final residual
+  // stream x [n, C] (f32), as features (PPO's value head, rl/value_head.h).
+  // Evaluation calls it as the forward reaches the head, dx null; training
+  // once, with x and its grad dx [n, C] right after the LM head's backward
+  // wrote it, so the caller adds its own head's grad and the trunk learns
+  // from both.
+  std::function<void(const float* x, float* dx, int64_t n)> head_input = nullptr;
 };
 
 struct LossStats {

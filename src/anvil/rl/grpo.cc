@@ -7,7 +7,7 @@
 namespace anvil::rl {
 
 Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
-                           const GrpoConfig& config) {
+                           const PolicyLossConfig& config) {
   Advantages a;
   a.value.assign(rewards.size(), 0.0);
   a.kept.assign(rewards.size(), false);
@@ -49,11 +49,11 @@ Advantages BaselineAdvantages(std::span<const double> rewards) {
   return a;
 }
 
-GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
+PolicyTokenStats PolicyTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
                                 std::span<const double> ref, std::span<const double> behaviour,
-                                std::span<const double> advantage, const GrpoConfig& config,
+                                std::span<const double> advantage, const PolicyLossConfig& config,
                                 std::span<float> weights) {
-  GrpoTokenStats s;
+  PolicyTokenStats s;
   const size_t n = logp.size();
   if (n == 0) return s;
   const double inv_n = 1.0 / static_cast<double>(n);

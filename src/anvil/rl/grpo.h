@@ -1,7 +1,8 @@
 // GRPO's arithmetic (DeepSeekMath's group-relative policy optimization, with
 // DAPO's asymmetric clip and token-level aggregation): advantages from the
 // rewards of a prompt's G samples, and per-token loss weights that make the
-// model's cross-entropy backward the gradient of the GRPO loss.
+// model's cross-entropy backward the gradient of the clipped policy loss
+// (PPO's too, with its own advantages: ppo.h).
 //
 //   A_i = (r_i - mean of the group) / (std of the group + eps)   (Dr. GRPO: no std)
 //   rho_t = exp(logp_t - logp_old_t)
@@ -28,12 +29,14 @@
 
 namespace anvil::rl {
 
-// Where a sample's advantage comes from: GRPO's group-relative one, or
+// Where the advantages come from: GRPO's group-relative one per sample,
 // REINFORCE's reward minus a baseline, the mean reward of the step's samples
-// (no scaling; a sample exactly at the baseline gets no gradient).
-enum class AdvantageKind : uint8_t { kGroup, kBatchBaseline };
+// (no scaling; a sample exactly at the baseline gets no gradient), or PPO's
+// per token, by GAE from a critic's values (ppo.h). The clipped policy loss
+// below is the same for all three.
+enum class AdvantageKind : uint8_t { kGroup, kBatchBaseline, kGae };
 
-struct GrpoConfig {
+struct PolicyLossConfig {
   AdvantageKind advantage = AdvantageKind::kGroup;
   double clip_low = 0.2;    // eps_low
   double clip_high = 0.28;  // eps_high (DAPO's clip-higher)
@@ -51,9 +54,9 @@ struct Advantages {
 
 // rewards in groups of `group_size` consecutive samples.
 Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
-                           const GrpoConfig& config);
+                           const PolicyLossConfig& config);
 
-struct GrpoTokenStats {
+struct PolicyTokenStats {
   double loss = 0;           // L
   double clip_fraction = 0;  // of tokens whose clip binds
   double kl = 0;             // mean k3 to the reference (0 without one), whatever kl_coef
@@ -68,9 +71,9 @@ Advantages BaselineAdvantages(std::span<const double> rewards);
 // trainer's policy when the samples were drawn, ref under the reference
 // (empty without one), behaviour under the sampler (empty: it is logp_old's
 // policy), advantage per token; writes weights [T].
-GrpoTokenStats GrpoTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
+PolicyTokenStats PolicyTokenWeights(std::span<const double> logp, std::span<const double> logp_old,
                                 std::span<const double> ref, std::span<const double> behaviour,
-                                std::span<const double> advantage, const GrpoConfig& config,
+                                std::span<const double> advantage, const PolicyLossConfig& config,
                                 std::span<float> weights);
 
 }  // namespace anvil::rl

@@ -4,7 +4,7 @@
 // few on-policy steps with a toy reward (emit token 7) raise the reward, the
 // rollout's log-probabilities equal the training forward's exactly; so do a
 // few REINFORCE steps (reward minus the step's mean).
-#include "anvil/rl/grpo_step.h"
+#include "anvil/rl/policy_step.h"
 
 #include <gtest/gtest.h>
 
@@ -41,12 +41,12 @@ TEST(GrpoTest, BaselineAdvantages) {
   EXPECT_EQ(a.filtered_groups, 0);
 }
 
-// The loss GrpoTokenWeights reports, as a function of logp.
+// The loss PolicyTokenWeights reports, as a function of logp.
 double Loss(const std::vector<double>& logp, const std::vector<double>& old,
             const std::vector<double>& ref, const std::vector<double>& behaviour,
-            const std::vector<double>& adv, const GrpoConfig& c) {
+            const std::vector<double>& adv, const PolicyLossConfig& c) {
   std::vector<float> w(logp.size());
-  return GrpoTokenWeights(logp, old, ref, behaviour, adv, c, w).loss;
+  return PolicyTokenWeights(logp, old, ref, behaviour, adv, c, w).loss;
 }
 
 TEST(GrpoTest, TokenWeightsAreTheLossGradient) {
@@ -61,9 +61,9 @@ TEST(GrpoTest, TokenWeightsAreTheLossGradient) {
     behaviour[t] = old[t] - 1.5 * u(rng);  // importance weights up to e^0.9: some truncated
     adv[t] = t % 3 == 0 ? -1.3 : 0.7 + u(rng);
   }
-  const GrpoConfig c{.kl_coef = 0.05};
+  const PolicyLossConfig c{.kl_coef = 0.05};
   std::vector<float> w(n);
-  const GrpoTokenStats st = GrpoTokenWeights(logp, old, ref, behaviour, adv, c, w);
+  const PolicyTokenStats st = PolicyTokenWeights(logp, old, ref, behaviour, adv, c, w);
   EXPECT_GT(st.clip_fraction, 0.05);
   EXPECT_LT(st.clip_fraction, 0.9);
   EXPECT_GT(st.kl, 0);
@@ -114,25 +114,52 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   };
   optim::OptimConfig oc;
   oc.weight_decay = 0;
-  // GRPO, then REINFORCE with the step's mean reward as its baseline.
-  for (const AdvantageKind kind : {AdvantageKind::kGroup, AdvantageKind::kBatchBaseline}) {
+  // GRPO; REINFORCE with the step's mean reward as its baseline; PPO with a
+  // value head; GRPO again with two passes of two updates a step, where the
+  // later updates move the policy off the sampler's and the clip binds.
+  struct Case {
+    const char* name;
+    PolicyStepConfig config;
+  };
+  const Case cases[] = {
+      {"grpo", {.loss = {.advantage = AdvantageKind::kGroup}}},
+      {"reinforce", {.loss = {.advantage = AdvantageKind::kBatchBaseline}}},
+      {"ppo", {.loss = {.advantage = AdvantageKind::kGae}, .ppo = {.vf_coef = 0.5}}},
+      {"grpo 2x2", {.loss = {.advantage = AdvantageKind::kGroup}, .epochs = 2, .minibatches = 2}},
+  };
+  for (const Case& c : cases) {
     model.InitWeights(ctx, 4);
     optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
-    std::vector<double> reward;
+    const bool ppo = c.config.loss.advantage == AdvantageKind::kGae;
+    ValueHead head(cfg.dim);
+    optim::AdamW head_adamw(oc, {{.offset = 0, .numel = cfg.dim + 1, .decay = false}},
+                            cfg.dim + 1);
+    const Critic critic = ppo ? Critic{&head, &head_adamw} : Critic{};
+    std::vector<double> reward, value_loss;
+    double clip = 0;
     for (int step = 0; step < 25; ++step) {
-      auto r = GrpoStep(model, adamw, 1e-2, 1.0, step, ctx, engine, prompts, kGroup, sevens,
-                        {.advantage = kind});
+      auto r = PolicyStep(model, adamw, 1e-2, 1.0, step, ctx, engine, prompts, kGroup, sevens,
+                          c.config, nullptr, critic);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       EXPECT_EQ(r->max_logprob_diff, 0.0) << "step " << step;
       EXPECT_EQ(r->rollout_kl, 0.0) << "step " << step;
-      EXPECT_EQ(r->clip_fraction, 0.0);  // on-policy: every ratio is exactly 1
+      EXPECT_EQ(r->updates, r->tokens > 0 ? c.config.epochs * c.config.minibatches : 0);
+      if (c.config.epochs * c.config.minibatches == 1) {
+        EXPECT_EQ(r->clip_fraction, 0.0);  // one update on-policy: every ratio is exactly 1
+      }
+      clip = std::max(clip, r->clip_fraction);
       reward.push_back(r->mean_reward);
+      value_loss.push_back(r->value_loss);
     }
     const double first = (reward[0] + reward[1] + reward[2]) / 3;
     const double last = (reward[22] + reward[23] + reward[24]) / 3;
-    std::printf("toy reward (%s): first steps %.3f, last steps %.3f\n",
-                kind == AdvantageKind::kGroup ? "grpo" : "reinforce", first, last);
-    EXPECT_GT(last, first + 0.3);
+    std::printf("toy reward (%s): first steps %.3f, last steps %.3f\n", c.name, first, last);
+    EXPECT_GT(last, first + 0.3) << c.name;
+    if (c.config.epochs > 1) EXPECT_GT(clip, 0.0) << "the later updates are off-policy";
+    if (ppo) {  // the critic learns the returns
+      std::printf("  value loss: first step %.4f, last %.4f\n", value_loss[0], value_loss[24]);
+      EXPECT_LT(value_loss[24], 0.5 * value_loss[0]);
+    }
   }
   // Rollouts through W8A8 layers on purpose: the log-probabilities differ
   // from the trainer's, truncated importance weights correct for it, and the
@@ -148,7 +175,8 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     double max_diff = 0, tis_off = 0;
     for (int step = 0; step < 25; ++step) {
       w8a8.Requantize(model, ctx);
-      auto r = GrpoStep(model, adamw, 1e-2, 1.0, step, ctx, quantized, prompts, kGroup, sevens, {});
+      auto r = PolicyStep(model, adamw, 1e-2, 1.0, step, ctx, quantized, prompts, kGroup, sevens,
+                          {});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       max_diff = std::max(max_diff, r->max_logprob_diff);
       tis_off = std::max(tis_off, std::fabs(r->tis_mean - 1));
@@ -165,7 +193,7 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   // Sampling from anything but the policy is refused.
   infer::RolloutEngine tempered(model, {.samples = kGroup, .sampling = {.temperature = 0.7}});
   EXPECT_FALSE(
-      GrpoStep(model, adamw, 1e-2, 1.0, 0, ctx, tempered, prompts, kGroup, sevens, {}).ok());
+      PolicyStep(model, adamw, 1e-2, 1.0, 0, ctx, tempered, prompts, kGroup, sevens, {}).ok());
 }
 
 }  // namespace

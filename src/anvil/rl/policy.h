@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -67,12 +68,17 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,
                                               const optim::OptimConfig& config);
 
+// More files of a checkpoint, written into its folder (before the commit
+// checksums them), e.g. PPO's value head.
+using ExtraFiles = std::function<Status(const std::string& dir)>;
+
 // Writes RUN/step_<step>/ (io/checkpoint.h: atomic, checksummed) with the
-// files above; `state_json` and `config_toml` are written as given. Keeps
-// the newest `keep` checkpoints (0: all). Returns the folder.
+// files above and `extra`'s; `state_json` and `config_toml` are written as
+// given. Keeps the newest `keep` checkpoints (0: all). Returns the folder.
 Result<std::string> SavePolicyCheckpoint(const std::string& run_dir, int64_t step,
                                          const Policy& policy, const optim::AdamW& adamw,
                                          const std::string& state_json,
-                                         const std::string& config_toml, int keep);
+                                         const std::string& config_toml, int keep,
+                                         const ExtraFiles& extra = nullptr);
 
 }  // namespace anvil::rl

@@ -186,7 +186,7 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
   ASSIGN_OR_RETURN(last_checkpoint_,
                    SavePolicyCheckpoint(options_.run_dir, step_, *policy_, *adamw_, state,
                                         config_.ResolvedToml(),
-                                        static_cast<int>(run_.keep_checkpoints)));
+                                        static_cast<int>(run_.keep_checkpoints), save_also_));
   last_saved_step_ = step_;
   return last_checkpoint_;
 }

@@ -2,7 +2,7 @@
 // metrics.jsonl, checkpoints step_<N>/ with a `latest`), the policy and its
 // AdamW, the learning-rate schedule, held-out evaluation, checkpoints with
 // state.json, bitwise resume and the stop conditions. The step itself is
-// the caller's (sft.cc, grpo_run.cc).
+// the caller's (sft.cc, rl_run.cc).
 //
 // A new run starts from `<section>.init` (a checkpoint) or, where the
 // section allows it, from fresh weights; a resumed one from the run folder's
@@ -98,6 +98,9 @@ class PostRun {
   // A checkpoint of the current step; `extra`: more state.json fields (a
   // JSON object's members, without braces; may be empty).
   Result<std::string> Save(const std::string& extra_state = "");
+  // Every checkpoint from now on also holds `extra`'s files (a caller's
+  // state beyond the policy's: PPO's value head).
+  void SaveAlso(ExtraFiles extra) { save_also_ = std::move(extra); }
   train::MetricsWriter& metrics() { return *metrics_; }
   double seconds() const { return watch_.Seconds(); }
 
@@ -119,6 +122,7 @@ class PostRun {
   std::optional<TaskEval> last_eval_;
   int64_t last_eval_step_ = -1, last_saved_step_ = -1;
   std::string last_checkpoint_;
+  ExtraFiles save_also_;
   bool stopped_early_ = false;
   Stopwatch watch_;
 };

@@ -2,7 +2,9 @@
 // answer loss and writes a self-contained checkpoint; GRPO from it keeps the
 // rollout and trainer log-probabilities equal bit for bit at every step; both
 // resume bitwise (a run stopped halfway and resumed ends with the same weights
-// and optimizer state as one that ran through); bad starts are refused.
+// and optimizer state as one that ran through); bad starts are refused. PPO
+// with two passes of two updates a step keeps the first update's
+// log-probabilities exact too, and resumes its value head bitwise.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -15,7 +17,7 @@
 
 #include "anvil/core/file_util.h"
 #include "anvil/data/testing.h"
-#include "anvil/rl/grpo_run.h"
+#include "anvil/rl/rl_run.h"
 #include "anvil/rl/sft.h"
 
 namespace anvil::rl {
@@ -141,7 +143,7 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   const std::string sft = dir / "sft", through = dir / "through", halves = dir / "halves";
   ASSERT_TRUE(RunSft(SftConfig(), {.run_dir = sft}, {}).ok());
 
-  auto a = RunGrpo(RlConfig(sft), {.run_dir = through}, {});
+  auto a = RunRl(RlConfig(sft), {.run_dir = through}, {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->steps_done, 6);
   ASSERT_TRUE(a->first_eval.has_value());
@@ -160,28 +162,85 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   // A KL penalty: the run trains, and its first step's KL is exactly 0 too.
   Config penalized = RlConfig(sft);
   ASSERT_TRUE(penalized.Set("rl.kl_coef=0.5").ok());
-  ASSERT_TRUE(RunGrpo(penalized, {.run_dir = dir / "penalized"}, {}).ok());
+  ASSERT_TRUE(RunRl(penalized, {.run_dir = dir / "penalized"}, {}).ok());
   const std::vector<nlohmann::json> p = MetricsLines(dir / "penalized");
   ASSERT_TRUE(p[1].contains("kl_reference"));  // p[0]: the held-out evaluation at the start
   EXPECT_EQ(p[1]["kl_reference"].get<double>(), 0.0);
   Config no_reference = RlConfig(sft);
   ASSERT_TRUE(no_reference.Set("rl.kl_coef=0.5").ok() && no_reference.Set("rl.reference=false").ok());
-  EXPECT_FALSE(RunGrpo(no_reference, {.run_dir = dir / "no_reference"}, {}).ok());
+  EXPECT_FALSE(RunRl(no_reference, {.run_dir = dir / "no_reference"}, {}).ok());
 
   int64_t done = 0;
   RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},
                        .on_step = [&](const RlStepMetrics&) { ++done; }};
-  ASSERT_TRUE(RunGrpo(RlConfig(sft), {.run_dir = halves}, stop_halfway).ok());
+  ASSERT_TRUE(RunRl(RlConfig(sft), {.run_dir = halves}, stop_halfway).ok());
   auto config = Config::FromFile(halves + "/config.toml");
   ASSERT_TRUE(config.ok());
-  auto second = RunGrpo(*config, {.run_dir = halves, .resume = true}, {});
+  auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->first_step, 3);
   EXPECT_EQ(State(halves, 6), State(through, 6));
 
   // No starting policy, or a run folder of the other kind: refused.
-  EXPECT_FALSE(RunGrpo(RlConfig(""), {.run_dir = dir / "none"}, {}).ok());
-  EXPECT_FALSE(RunGrpo(RlConfig(sft), {.run_dir = sft, .resume = true}, {}).ok());
+  EXPECT_FALSE(RunRl(RlConfig(""), {.run_dir = dir / "none"}, {}).ok());
+  EXPECT_FALSE(RunRl(RlConfig(sft), {.run_dir = sft, .resume = true}, {}).ok());
+}
+
+TEST(PostRunTest, PpoTrainsItsValueHeadAndResumesBitwise) {
+  data::testing::TempDir dir;
+  const std::string sft = dir / "sft", through = dir / "through", halves = dir / "halves";
+  ASSERT_TRUE(RunSft(SftConfig(), {.run_dir = sft}, {}).ok());
+  auto ppo = [&] {
+    Config c = RlConfig(sft);
+    for (const char* set : {"rl.algorithm=\"ppo\"", "rl.epochs=2", "rl.minibatches=2"}) {
+      EXPECT_TRUE(c.Set(set).ok()) << set;
+    }
+    return c;
+  };
+  auto a = RunRl(ppo(), {.run_dir = through}, {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  int steps = 0;
+  for (const nlohmann::json& line : MetricsLines(through)) {
+    if (!line.contains("max_logprob_diff")) continue;
+    ++steps;
+    EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0) << line.dump();
+    EXPECT_EQ(line["updates"].get<int>(), 4) << line.dump();
+    EXPECT_TRUE(line.contains("value_loss") && line.contains("explained_variance"));
+  }
+  EXPECT_EQ(steps, 6);
+  // The value head moved off zero and is in the checkpoint.
+  auto head = ReadFile(through + "/step_6/value_head.safetensors");
+  ASSERT_TRUE(head.ok());
+
+  int64_t done = 0;
+  RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},
+                       .on_step = [&](const RlStepMetrics&) { ++done; }};
+  ASSERT_TRUE(RunRl(ppo(), {.run_dir = halves}, stop_halfway).ok());
+  auto config = Config::FromFile(halves + "/config.toml");
+  ASSERT_TRUE(config.ok());
+  auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->first_step, 3);
+  auto critic = [](const std::string& run) {
+    const std::string step = run + "/step_6/";
+    auto h = ReadFile(step + "value_head.safetensors");
+    auto o = ReadFile(step + "value_head_optimizer.safetensors");
+    EXPECT_TRUE(h.ok() && o.ok()) << run;
+    return *h + *o;
+  };
+  // (EXPECT_TRUE: a difference would print megabytes of bytes.)
+  EXPECT_TRUE(State(halves, 6) == State(through, 6));
+  EXPECT_TRUE(critic(halves) == critic(through));
+
+  // A PPO resume of a folder without a value head (a GRPO run): refused.
+  const std::string grpo = dir / "grpo";
+  ASSERT_TRUE(RunRl(RlConfig(sft), {.run_dir = grpo}, {}).ok());
+  Config as_ppo = RlConfig(sft);
+  ASSERT_TRUE(as_ppo.Set("rl.algorithm=\"ppo\"").ok());
+  const auto refused = RunRl(as_ppo, {.run_dir = grpo, .resume = true}, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("value head"), std::string::npos)
+      << refused.status().ToString();
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// GRPO runs on a task (grpo_run.h).
-#include "anvil/rl/grpo_run.h"
+// RL runs on a task (rl_run.h).
+#include "anvil/rl/rl_run.h"
 
 #include <fmt/core.h>
 
@@ -17,7 +17,7 @@
 namespace anvil::rl {
 namespace {
 
-struct GrpoRunConfig {
+struct RlRunConfig {
   int64_t prompts_per_step = 16;
   int64_t group_size = 8;
   int64_t rollout_batch = 0;  // sequences decoded together; 0: all of a step's samples
@@ -29,38 +29,72 @@ struct GrpoRunConfig {
   // Rollouts through W8A8/W4A8 layers on purpose (rl.rollout_quant): a
   // mismatch the step corrects by truncated importance sampling (rl.tis_cap).
   model::WeightQuant rollout_quant = model::WeightQuant::kNone;
-  GrpoConfig grpo;
+  PolicyStepConfig step;
+  // PPO: the value head's learning rate over the policy's (a critic usually
+  // learns faster than its actor; it starts from zero).
+  double value_lr_ratio = 10;
 
-  static Result<GrpoRunConfig> FromConfig(Config& config) {
-    GrpoRunConfig c;
+  static Result<RlRunConfig> FromConfig(Config& config) {
+    RlRunConfig c;
     ASSIGN_OR_RETURN(c.prompts_per_step, config.GetInt("rl.prompts_per_step", c.prompts_per_step));
     ASSIGN_OR_RETURN(c.group_size, config.GetInt("rl.group_size", c.group_size));
     ASSIGN_OR_RETURN(c.rollout_batch, config.GetInt("rl.rollout_batch", c.rollout_batch));
     ASSIGN_OR_RETURN(c.format_weight, config.GetDouble("rl.format_weight", c.format_weight));
-    ASSIGN_OR_RETURN(c.grpo.clip_low, config.GetDouble("rl.clip_low", c.grpo.clip_low));
-    ASSIGN_OR_RETURN(c.grpo.clip_high, config.GetDouble("rl.clip_high", c.grpo.clip_high));
-    ASSIGN_OR_RETURN(c.grpo.scale_by_std, config.GetBool("rl.scale_by_std", c.grpo.scale_by_std));
+    PolicyLossConfig& loss = c.step.loss;
+    ASSIGN_OR_RETURN(loss.clip_low, config.GetDouble("rl.clip_low", loss.clip_low));
+    ASSIGN_OR_RETURN(loss.clip_high, config.GetDouble("rl.clip_high", loss.clip_high));
+    ASSIGN_OR_RETURN(loss.scale_by_std, config.GetBool("rl.scale_by_std", loss.scale_by_std));
     ASSIGN_OR_RETURN(const std::string algorithm, config.GetString("rl.algorithm", "grpo"));
     if (algorithm == "reinforce") {
-      c.grpo.advantage = AdvantageKind::kBatchBaseline;
+      loss.advantage = AdvantageKind::kBatchBaseline;
+    } else if (algorithm == "ppo") {
+      loss.advantage = AdvantageKind::kGae;
     } else if (algorithm != "grpo") {
       return InvalidArgument(fmt::format(
-          "rl.algorithm = \"{}\": expected \"grpo\" (group-relative advantages) or "
-          "\"reinforce\" (reward minus the step's mean reward)",
+          "rl.algorithm = \"{}\": expected \"grpo\" (group-relative advantages), "
+          "\"reinforce\" (reward minus the step's mean reward) or \"ppo\" (a value head and GAE)",
           algorithm));
     }
-    ASSIGN_OR_RETURN(c.grpo.kl_coef, config.GetDouble("rl.kl_coef", c.grpo.kl_coef));
+    ASSIGN_OR_RETURN(const int64_t epochs, config.GetInt("rl.epochs", c.step.epochs));
+    ASSIGN_OR_RETURN(const int64_t minibatches,
+                     config.GetInt("rl.minibatches", c.step.minibatches));
+    if (epochs < 1 || epochs > 64 || minibatches < 1 || minibatches > c.samples_per_step()) {
+      return InvalidArgument(fmt::format(
+          "rl.epochs = {} (1..64) and rl.minibatches = {} (1..rl.prompts_per_step * "
+          "rl.group_size = {})",
+          epochs, minibatches, c.samples_per_step()));
+    }
+    c.step.epochs = static_cast<int>(epochs);
+    c.step.minibatches = static_cast<int>(minibatches);
+    PpoConfig& ppo = c.step.ppo;
+    ASSIGN_OR_RETURN(ppo.gamma, config.GetDouble("rl.gamma", ppo.gamma));
+    ASSIGN_OR_RETURN(ppo.lambda, config.GetDouble("rl.gae_lambda", ppo.lambda));
+    ASSIGN_OR_RETURN(ppo.value_clip, config.GetDouble("rl.value_clip", ppo.value_clip));
+    ASSIGN_OR_RETURN(ppo.vf_coef, config.GetDouble("rl.vf_coef", ppo.vf_coef));
+    ASSIGN_OR_RETURN(ppo.whiten, config.GetBool("rl.whiten_advantages", ppo.whiten));
+    ASSIGN_OR_RETURN(c.value_lr_ratio, config.GetDouble("rl.value_lr_ratio", c.value_lr_ratio));
+    if (!(c.value_lr_ratio > 0)) {
+      return InvalidArgument(fmt::format("rl.value_lr_ratio = {}: expected > 0", c.value_lr_ratio));
+    }
+    if (!(ppo.gamma > 0 && ppo.gamma <= 1) || !(ppo.lambda >= 0 && ppo.lambda <= 1) ||
+        !(ppo.value_clip >= 0) || !(ppo.vf_coef >= 0)) {
+      return InvalidArgument(fmt::format(
+          "rl.gamma = {} ((0, 1]), rl.gae_lambda = {} ([0, 1]), rl.value_clip = {} (>= 0), "
+          "rl.vf_coef = {} (>= 0)",
+          ppo.gamma, ppo.lambda, ppo.value_clip, ppo.vf_coef));
+    }
+    ASSIGN_OR_RETURN(loss.kl_coef, config.GetDouble("rl.kl_coef", loss.kl_coef));
     ASSIGN_OR_RETURN(const std::string quant, config.GetString("rl.rollout_quant", "none"));
     ASSIGN_OR_RETURN(c.rollout_quant, model::ParseWeightQuant(quant));
-    ASSIGN_OR_RETURN(c.grpo.tis_cap, config.GetDouble("rl.tis_cap", c.grpo.tis_cap));
-    if (!(c.grpo.tis_cap >= 1)) {
-      return InvalidArgument(fmt::format("rl.tis_cap = {}: expected >= 1", c.grpo.tis_cap));
+    ASSIGN_OR_RETURN(loss.tis_cap, config.GetDouble("rl.tis_cap", loss.tis_cap));
+    if (!(loss.tis_cap >= 1)) {
+      return InvalidArgument(fmt::format("rl.tis_cap = {}: expected >= 1", loss.tis_cap));
     }
     ASSIGN_OR_RETURN(c.reference, config.GetBool("rl.reference", c.reference));
-    if (c.grpo.kl_coef < 0 || (c.grpo.kl_coef > 0 && !c.reference)) {
+    if (loss.kl_coef < 0 || (loss.kl_coef > 0 && !c.reference)) {
       return InvalidArgument(fmt::format(
           "rl.kl_coef = {}: expected >= 0, and a penalty needs rl.reference = true",
-          c.grpo.kl_coef));
+          loss.kl_coef));
     }
     if (c.prompts_per_step < 1 || c.prompts_per_step > 4096 || c.group_size < 2 ||
         c.group_size > 256) {
@@ -70,11 +104,11 @@ struct GrpoRunConfig {
           c.prompts_per_step, c.group_size));
     }
     if (c.rollout_batch < 0 || c.format_weight < 0 || c.format_weight >= 1 ||
-        c.grpo.clip_low <= 0 || c.grpo.clip_low >= 1 || c.grpo.clip_high <= 0) {
+        loss.clip_low <= 0 || loss.clip_low >= 1 || loss.clip_high <= 0) {
       return InvalidArgument(fmt::format(
           "rl.rollout_batch = {} (>= 0), rl.format_weight = {} ([0, 1)), rl.clip_low = {} "
           "((0, 1)), rl.clip_high = {} (> 0)",
-          c.rollout_batch, c.format_weight, c.grpo.clip_low, c.grpo.clip_high));
+          c.rollout_batch, c.format_weight, loss.clip_low, loss.clip_high));
     }
     return c;
   }
@@ -86,8 +120,20 @@ struct GrpoRunConfig {
 // so the problems RL learns from are ones SFT never showed the policy.
 constexpr uint64_t kFirstRlProblem = uint64_t{1} << 32;
 
+const char* AlgorithmName(AdvantageKind kind) {
+  switch (kind) {
+    case AdvantageKind::kGroup: return "GRPO";
+    case AdvantageKind::kBatchBaseline: return "REINFORCE";
+    case AdvantageKind::kGae: return "PPO";
+  }
+  return "?";
+}
+
+constexpr const char* kValueHeadFile = "value_head.safetensors";
+constexpr const char* kValueOptimizerFile = "value_head_optimizer.safetensors";
+
 std::string StepJson(const RlStepMetrics& m) {
-  const GrpoStepResult& g = m.grpo;
+  const PolicyStepResult& g = m.policy;
   nlohmann::ordered_json j;
   j["step"] = m.step;
   j["lr"] = m.lr;
@@ -105,6 +151,13 @@ std::string StepJson(const RlStepMetrics& m) {
   j["rollout_kl"] = g.rollout_kl;
   j["tis_mean"] = g.tis_mean;
   j["tis_truncated"] = g.tis_truncated;
+  j["updates"] = g.updates;
+  if (m.ppo) {
+    j["value_loss"] = g.value_loss;
+    j["value_clip_fraction"] = g.value_clip_fraction;
+    j["value_mean"] = g.value_mean;
+    j["explained_variance"] = g.explained_variance;
+  }
   j["rollout_tokens_per_s"] = static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9);
   j["rollout_seconds"] = g.rollout_seconds;
   j["train_seconds"] = g.train_seconds;
@@ -114,8 +167,8 @@ std::string StepJson(const RlStepMetrics& m) {
 
 }  // namespace
 
-Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, const RlHooks& hooks) {
-  ASSIGN_OR_RETURN(const GrpoRunConfig gc, GrpoRunConfig::FromConfig(config));
+Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks) {
+  ASSIGN_OR_RETURN(const RlRunConfig gc, RlRunConfig::FromConfig(config));
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
                    PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
                                    /*fresh=*/nullptr));
@@ -143,11 +196,44 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
                       .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
                                    .seed = static_cast<uint64_t>(rc.seed)},
                       .linear = quantized.get()});
+  // PPO's critic: a value head on the policy's features, zero in a new run,
+  // the run's own in a resumed one, saved beside the policy in every
+  // checkpoint.
+  std::unique_ptr<ValueHead> value_head;
+  std::unique_ptr<optim::AdamW> value_adamw;
+  Critic critic;
+  if (gc.step.loss.advantage == AdvantageKind::kGae) {
+    value_head = std::make_unique<ValueHead>(policy.config.dim);
+    const int64_t size = value_head->dim() + 1;
+    value_adamw = std::make_unique<optim::AdamW>(
+        rc.optim, std::vector<optim::ParamGroup>{{.offset = 0, .numel = size, .decay = false}},
+        size);
+    if (options.resume) {
+      const std::string& dir = run->loaded_from();
+      const std::string moments = dir + "/" + kValueOptimizerFile;
+      Status loaded = value_head->Load(dir + "/" + kValueHeadFile);
+      if (loaded.ok()) loaded = value_adamw->Load(std::span<const std::string>(&moments, 1));
+      if (!loaded.ok()) {
+        return DataLoss(fmt::format("resuming PPO needs the run's value head: {}",
+                                    loaded.message()));
+      }
+    }
+    critic = {value_head.get(), value_adamw.get(), gc.value_lr_ratio};
+    run->SaveAlso([&](const std::string& dir) -> Status {
+      RETURN_IF_ERROR(value_head->Save(dir + "/" + kValueHeadFile));
+      return value_adamw->Save(dir + "/" + kValueOptimizerFile);
+    });
+  }
   std::unique_ptr<model::Llama> reference;
   if (gc.reference) {
     ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, gc.samples_per_step()));
   }
-  if (hooks.on_start) hooks.on_start(rc, run->first_step());
+  if (hooks.on_start) {
+    const int updates = gc.step.epochs * gc.step.minibatches;
+    hooks.on_start(rc, run->first_step(),
+                   fmt::format("{} ({} update{} a step)", AlgorithmName(gc.step.loss.advantage),
+                               updates, updates == 1 ? "" : "s"));
+  }
 
   std::optional<TaskEval> first_eval;  // a resumed run's was printed by its first session
   if (run->step() == 0) {
@@ -174,11 +260,12 @@ Result<PostRunSummary> RunGrpo(Config config, const PostRunOptions& options, con
     };
     if (quantized) quantized->Requantize(*policy.llama, ctx);  // last step's weights
     RlStepMetrics m;
+    m.ppo = critic.head != nullptr;
     m.lr = run->LrAt(run->step());
-    ASSIGN_OR_RETURN(m.grpo, GrpoStep(*policy.llama, run->adamw(), m.lr, rc.optim.grad_clip,
+    ASSIGN_OR_RETURN(m.policy, PolicyStep(*policy.llama, run->adamw(), m.lr, rc.optim.grad_clip,
                                       run->step(), ctx, engine, prompts,
-                                      static_cast<int>(gc.group_size), reward, gc.grpo,
-                                      reference.get()));
+                                      static_cast<int>(gc.group_size), reward, gc.step,
+                                      reference.get(), critic));
     run->StepDone();
     m.step = run->step();
     m.train_accuracy =

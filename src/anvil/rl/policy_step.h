@@ -1,0 +1,103 @@
+// One on-policy RL step on a model, end to end: G rollouts of each prompt
+// (infer::RolloutEngine), their rewards, advantages (GRPO's group-relative
+// ones, REINFORCE's reward minus the step's mean, or PPO's by GAE from a
+// value head), the policy's log-probabilities recomputed with the training
+// forward (equal to the rollout's bit for bit: the step reports the largest
+// difference, which must be 0, so no importance correction is needed),
+// per-token weights (grpo.h), then `epochs` passes over the samples in
+// `minibatches` contiguous shares, one forward/backward and AdamW update
+// each. The first update's log-probabilities are those recomputed; each
+// later one recomputes its share's under the weights it starts from, so the
+// clip bounds how far the policy moves from the one that sampled.
+//
+// With an engine that samples through quantized layers on purpose
+// (RolloutOptions::linear) the difference is not 0, and the sampler's
+// log-probabilities weight each token by truncated importance sampling.
+//
+// The sampling must be the policy itself (temperature 1, no top-k/top-p):
+// the training forward's cross-entropy is the untempered softmax.
+//
+// With a reference model (frozen, usually the starting policy) its
+// log-probabilities of the kept samples give the k3 KL estimate, reported
+// each step, and with kl_coef > 0 the KL penalty of the loss.
+//
+// PPO (advantage kGae) needs a critic: a value head on the policy's own
+// features (value_head.h). A forward before the updates scores every
+// completion position (V_old); GAE turns those values and the reward into
+// per-token advantages and returns (ppo.h); each update adds vf_coef times
+// the clipped value loss, whose gradient reaches the trunk through
+// StepHooks::head_input, and steps the head's own AdamW at lr_ratio times
+// the learning rate with the same clip scale (the global norm covers both).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "anvil/core/status.h"
+#include "anvil/infer/rollout.h"
+#include "anvil/optim/adamw.h"
+#include "anvil/rl/grpo.h"
+#include "anvil/rl/ppo.h"
+#include "anvil/rl/value_head.h"
+
+namespace anvil::rl {
+
+struct PolicyStepConfig {
+  PolicyLossConfig loss;
+  PpoConfig ppo;        // loss.advantage kGae only
+  int epochs = 1;       // passes over a step's samples
+  int minibatches = 1;  // updates per pass
+};
+
+// PPO's critic: the value head and its optimizer, owned by the caller.
+struct Critic {
+  ValueHead* head = nullptr;
+  optim::AdamW* adamw = nullptr;
+  double lr_ratio = 1;  // the head's learning rate over the policy's
+};
+
+struct PolicyStepResult {
+  double mean_reward = 0;
+  // Means over the step's updates:
+  double loss = 0;
+  double clip_fraction = 0;
+  double kl = 0;  // mean k3 KL to the reference (0 without one)
+  double grad_norm = 0;
+  double tis_mean = 1;          // mean truncated importance weight (1: exact parity)
+  double tis_truncated = 0;     // share of tokens whose weight was cut to the cap
+  int updates = 0;              // optimizer steps taken
+  int64_t tokens = 0;           // completion tokens trained on
+  int64_t filtered_groups = 0;  // groups with equal rewards
+  double max_logprob_diff = 0;  // rollout vs training forward: 0 when exact
+  double rollout_kl = 0;        // mean (rollout - training) log-prob (k1 KL estimate): 0 too
+  // PPO: the critic before the updates, and its loss over them.
+  double value_mean = 0;          // mean V_old over the trained positions
+  double explained_variance = 0;  // 1 - Var(return - V_old) / Var(return)
+  double value_loss = 0;          // mean over the updates (before vf_coef)
+  double value_clip_fraction = 0;
+  // Of all the step's samples (kept or not):
+  int64_t rollout_tokens = 0;  // completion tokens generated
+  double mean_completion_tokens = 0;
+  double entropy =
+      0;  // mean -log p of the sampled tokens: the policy's entropy per token, estimated
+  double rollout_seconds = 0;  // generating
+  double train_seconds = 0;    // recomputing log-probs, forward/backward and the updates
+};
+
+using RewardFn = std::function<double(int64_t request, const infer::RolloutSample& sample)>;
+
+// `model` must hold prompts.size() * G rows of its max_seq_len (LlamaOptions
+// max_batch); `adamw` updates its parameters; step `step` draws its samples
+// from requests step * prompts.size() + i. `reference`: null, or a model of
+// the same shape (any max_batch) that is never updated. `critic`: for PPO
+// (config.loss.advantage kGae) and only then.
+Result<PolicyStepResult> PolicyStep(model::Llama& model, optim::AdamW& adamw, double lr,
+                                    double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
+                                    infer::RolloutEngine& engine,
+                                    std::span<const std::vector<int32_t>> prompts, int group_size,
+                                    const RewardFn& reward, const PolicyStepConfig& config,
+                                    model::Llama* reference = nullptr, const Critic& critic = {});
+
+}  // namespace anvil::rl

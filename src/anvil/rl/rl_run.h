@@ -1,0 +1,55 @@
+// An RL run on a task (`anvil rl`): from a checkpoint (rl.init, usually an
+// `anvil sft` run), each step takes rl.prompts_per_step train-split problems
+// (step s: problems [s * P, (s + 1) * P)), draws rl.group_size samples of
+// each from the policy itself (rollout engine, temperature 1), scores them
+// with the task's reward (exact answer 1, well-formed answer
+// rl.format_weight) and updates the policy (policy_step.h) by rl.algorithm:
+// "grpo" (group-relative advantages), "reinforce" (reward minus the step's
+// mean) or "ppo" (a value head on the policy's features, GAE with rl.gamma
+// and rl.gae_lambda, value loss rl.vf_coef clipped at rl.value_clip), in
+// rl.epochs passes of rl.minibatches updates (1 and 1: one on-policy
+// update). The policy the rollouts sample and the one the trainer scores are
+// the same weights in place, and their log-probabilities agree bit for bit:
+// every step reports the largest difference, which is 0. The starting
+// policy, frozen, is the reference of the reported KL (and of a penalty with
+// rl.kl_coef > 0). With rl.rollout_quant = "w8a8" or "w4a8" the rollouts run
+// through integer layers quantized from the current weights each step, a
+// mismatch on purpose that truncated importance sampling corrects (grpo.h).
+// Held-out accuracy (task_eval.h) at the start, every rl.eval_every steps
+// and at the end. PPO's value head and its optimizer state are saved in
+// every checkpoint and restored on resume.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "anvil/core/config.h"
+#include "anvil/core/status.h"
+#include "anvil/rl/policy_step.h"
+#include "anvil/rl/post_run.h"
+
+namespace anvil::rl {
+
+struct RlStepMetrics {
+  int64_t step = 0;  // steps done, this one included
+  double lr = 0;
+  PolicyStepResult policy;
+  double train_accuracy = 0;  // share of the step's samples answered exactly
+  double seconds = 0;         // the whole step
+  bool ppo = false;           // the policy's value_* fields are set
+};
+
+struct RlHooks {
+  PostRunHooks run;
+  // Before the first step: the run's settings, the steps already done and
+  // what each step does (e.g. "GRPO, 1 update a step").
+  std::function<void(const PostRunConfig& config, int64_t first_step,
+                     const std::string& algorithm)>
+      on_start = nullptr;
+  std::function<void(const RlStepMetrics&)> on_step = nullptr;
+};
+
+Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks);
+
+}  // namespace anvil::rl
