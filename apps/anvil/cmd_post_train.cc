@@ -131,16 +131,19 @@ int RunRlCommand(const PostOptions& o) {
               [&](const rl::RlStepMetrics& m) {
                 if (m.step % log_every != 0 && m.step != total_steps) return;
                 const rl::PolicyStepResult& g = m.policy;
-                const double busy = std::max(g.rollout_seconds + g.train_seconds, 1e-9);
+                // The trainer's time: waiting for rollouts (drawing them, when
+                // colocated) and training.
+                const double busy = std::max(m.rollout_wait_seconds + g.train_seconds, 1e-9);
                 fmt::print(
                     "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
                     "clip {:.3f}  kl(ref) {:.4f}  |dlogp| {:g}  kl(rollout) {:g}  rollout {:.0f} "
-                    "tok/s ({:.0f}%)  train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
+                    "tok/s ({:.0f}%{})  train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
                     m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), g.entropy,
                     g.mean_completion_tokens, g.clip_fraction, g.kl, g.max_logprob_diff,
                     g.rollout_kl,
                     static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
-                    100 * g.rollout_seconds / busy,
+                    100 * m.rollout_wait_seconds / busy,
+                    g.staleness > 0 ? fmt::format(" waiting, {} update stale", g.staleness) : "",
                     static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
                     100 * g.train_seconds / busy, m.seconds);
                 if (m.ppo) {
@@ -149,7 +152,7 @@ int RunRlCommand(const PostOptions& o) {
                              g.value_loss, g.value_clip_fraction, g.explained_variance,
                              g.value_mean);
                 }
-                if (g.max_logprob_diff != 0) {  // quantized rollouts: the correction
+                if (g.max_logprob_diff != 0) {  // quantized or stale rollouts: the correction
                   fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",
                              g.tis_mean, Percent(g.tis_truncated));
                 }

@@ -33,6 +33,19 @@ grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy ch
 "$anvil" generate --ckpt "$work/rl" --prompt "1+2=" --greedy --max-new 3 > "$work/gen.log" 2>&1 \
   || { cat "$work/gen.log"; fail "generate from the rl checkpoint"; }
 
+# PPO with asynchronous rollouts: its value line and the staleness after step 1.
+"$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/ppo" --set task.digits=1 \
+  --set rl.init="$work/sft" --set rl.steps=3 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
+  --set rl.eval_problems=10 --set rl.log_every=1 --set rl.algorithm='"ppo"' \
+  --set rl.max_staleness=1 > "$work/ppo.log" 2>&1 || { cat "$work/ppo.log"; fail "rl ppo"; }
+grep -q "^PPO (1 update a step) for 3 steps" "$work/ppo.log" || { cat "$work/ppo.log"; fail "ppo banner"; }
+[ "$(grep -c 'explained variance' "$work/ppo.log")" = 3 ] || { cat "$work/ppo.log"; fail "ppo value lines"; }
+[ "$(grep -c '1 update stale' "$work/ppo.log")" = 2 ] || { cat "$work/ppo.log"; fail "async staleness"; }
+[ -f "$work/ppo/step_3/value_head.safetensors" ] || fail "no value head in the checkpoint"
+if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/bad" \
+    --set rl.algorithm='"ppo2"' > "$work/bad.log" 2>&1; then fail "rl accepted ppo2"; fi
+grep -q 'expected "grpo"' "$work/bad.log" || { cat "$work/bad.log"; fail "algorithm message"; }
+
 # A new run into a folder that holds one, a missing starting policy, a typo.
 if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl" --set task.digits=1 \
     --set rl.init="$work/sft" > "$work/again.log" 2>&1; then fail "rl overwrote a run"; fi

@@ -12,23 +12,28 @@
 namespace anvil::rl {
 namespace {
 
-Status CheckStep(const infer::RolloutEngine& engine, int group_size, const PolicyStepConfig& config,
-                 const model::Llama* reference, const Critic& critic) {
-  const infer::SamplingConfig& sampling = engine.options().sampling;
+Status CheckSampling(const infer::SamplingConfig& sampling) {
   if (sampling.greedy || sampling.temperature != 1.0 || sampling.top_k != 0 ||
       sampling.top_p != 1.0) {
     return InvalidArgument(
         "RL samples from the policy itself: temperature 1, top_k 0, top_p 1, not greedy");
+  }
+  return Status::Ok();
+}
+
+Status CheckStep(const Rollouts& rollouts, size_t prompts, const PolicyStepConfig& config,
+                 const model::Llama* reference, const Critic& critic) {
+  RETURN_IF_ERROR(CheckSampling(rollouts.sampling));
+  if (rollouts.group_size < 1 ||
+      rollouts.samples.size() != prompts * static_cast<size_t>(rollouts.group_size)) {
+    return InvalidArgument(fmt::format("{} samples of {} prompts in groups of {}",
+                                       rollouts.samples.size(), prompts, rollouts.group_size));
   }
   const PolicyLossConfig& loss = config.loss;
   if (loss.kl_coef != 0 && reference == nullptr) {
     return InvalidArgument("a KL penalty (kl_coef != 0) needs a reference model");
   }
   if (loss.kl_coef < 0) return InvalidArgument("kl_coef must be >= 0");
-  if (engine.options().samples != group_size) {
-    return InvalidArgument(fmt::format("the engine draws {} samples a prompt, the groups are {}",
-                                       engine.options().samples, group_size));
-  }
   const bool ppo = loss.advantage == AdvantageKind::kGae;
   if (ppo != (critic.head != nullptr && critic.adamw != nullptr)) {
     return InvalidArgument(
@@ -94,24 +99,48 @@ double Variance(std::span<const double> x) {
 
 }  // namespace
 
+Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
+                                  std::span<const std::vector<int32_t>> prompts, int64_t step) {
+  ANVIL_TRACE_ZONE("rollouts");
+  Rollouts r{.sampling = engine.options().sampling, .group_size = engine.options().samples};
+  RETURN_IF_ERROR(CheckSampling(r.sampling));
+  ASSIGN_OR_RETURN(r.samples, engine.Generate(ctx, prompts, &r.stats,
+                                              static_cast<uint32_t>(step * prompts.size())));
+  return r;
+}
+
 Result<PolicyStepResult> PolicyStep(model::Llama& model, optim::AdamW& adamw, double lr,
                                     double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
                                     infer::RolloutEngine& engine,
                                     std::span<const std::vector<int32_t>> prompts, int group_size,
                                     const RewardFn& reward, const PolicyStepConfig& config,
                                     model::Llama* reference, const Critic& critic) {
-  ANVIL_TRACE_ZONE("policy_step");
-  RETURN_IF_ERROR(CheckStep(engine, group_size, config, reference, critic));
-  const infer::SamplingConfig& sampling = engine.options().sampling;
+  if (engine.options().samples != group_size) {
+    return InvalidArgument(fmt::format("the engine draws {} samples a prompt, the groups are {}",
+                                       engine.options().samples, group_size));
+  }
+  ASSIGN_OR_RETURN(const Rollouts rollouts, GenerateRollouts(engine, ctx, prompts, step));
+  return TrainOnRollouts(model, adamw, lr, grad_clip, ctx, prompts, rollouts, reward, config,
+                         reference, critic);
+}
+
+Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adamw, double lr,
+                                         double grad_clip, const kernels::KernelCtx& ctx,
+                                         std::span<const std::vector<int32_t>> prompts,
+                                         const Rollouts& rollouts, const RewardFn& reward,
+                                         const PolicyStepConfig& config, model::Llama* reference,
+                                         const Critic& critic) {
+  ANVIL_TRACE_ZONE("policy_update");
+  RETURN_IF_ERROR(CheckStep(rollouts, prompts.size(), config, reference, critic));
+  const infer::SamplingConfig& sampling = rollouts.sampling;
+  const std::vector<infer::RolloutSample>& samples = rollouts.samples;
+  const int group_size = rollouts.group_size;
   const PolicyLossConfig& loss_config = config.loss;
   const bool ppo = loss_config.advantage == AdvantageKind::kGae;
   PolicyStepResult r;
-  infer::RolloutStats rollout;
-  ASSIGN_OR_RETURN(
-      const std::vector<infer::RolloutSample> samples,
-      engine.Generate(ctx, prompts, &rollout, static_cast<uint32_t>(step * prompts.size())));
-  r.rollout_seconds = rollout.seconds;
-  r.rollout_tokens = rollout.new_tokens;
+  r.staleness = rollouts.staleness;
+  r.rollout_seconds = rollouts.stats.seconds;
+  r.rollout_tokens = rollouts.stats.new_tokens;
   Stopwatch train_watch;
   for (const infer::RolloutSample& s : samples) {
     for (const double lp : s.logprobs) r.entropy -= lp;

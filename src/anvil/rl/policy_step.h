@@ -51,6 +51,23 @@ struct PolicyStepConfig {
   int minibatches = 1;  // updates per pass
 };
 
+// A step's samples as the rollout engine drew them: from the policy itself
+// (staleness 0), or from a snapshot `staleness` updates behind it
+// (async_rollouts.h); each token's log-probability is the sampler's.
+struct Rollouts {
+  std::vector<infer::RolloutSample> samples;  // G of each prompt, in (prompt, sample) order
+  infer::RolloutStats stats;
+  infer::SamplingConfig sampling;  // what they were drawn with
+  int group_size = 0;              // G
+  int staleness = 0;
+};
+
+// Draws step `step`'s samples (requests step * prompts.size() + i) with
+// `engine`, which must sample the policy itself: temperature 1, no top-k or
+// top-p (the training forward's cross-entropy is the untempered softmax).
+Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
+                                  std::span<const std::vector<int32_t>> prompts, int64_t step);
+
 // PPO's critic: the value head and its optimizer, owned by the caller.
 struct Critic {
   ValueHead* head = nullptr;
@@ -77,6 +94,7 @@ struct PolicyStepResult {
   double explained_variance = 0;  // 1 - Var(return - V_old) / Var(return)
   double value_loss = 0;          // mean over the updates (before vf_coef)
   double value_clip_fraction = 0;
+  int staleness = 0;  // updates between the sampler's weights and the trainer's
   // Of all the step's samples (kept or not):
   int64_t rollout_tokens = 0;  // completion tokens generated
   double mean_completion_tokens = 0;
@@ -88,11 +106,21 @@ struct PolicyStepResult {
 
 using RewardFn = std::function<double(int64_t request, const infer::RolloutSample& sample)>;
 
-// `model` must hold prompts.size() * G rows of its max_seq_len (LlamaOptions
-// max_batch); `adamw` updates its parameters; step `step` draws its samples
-// from requests step * prompts.size() + i. `reference`: null, or a model of
-// the same shape (any max_batch) that is never updated. `critic`: for PPO
+// The update from a step's rollouts (of `prompts`). `model` must hold
+// prompts.size() * G rows of its max_seq_len (LlamaOptions max_batch);
+// `adamw` updates its parameters. `reference`: null, or a model of the same
+// shape (any max_batch) that is never updated. `critic`: for PPO
 // (config.loss.advantage kGae) and only then.
+Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adamw, double lr,
+                                         double grad_clip, const kernels::KernelCtx& ctx,
+                                         std::span<const std::vector<int32_t>> prompts,
+                                         const Rollouts& rollouts, const RewardFn& reward,
+                                         const PolicyStepConfig& config,
+                                         model::Llama* reference = nullptr,
+                                         const Critic& critic = {});
+
+// Colocated and on-policy: GenerateRollouts with `engine` over `model`'s own
+// weights, then TrainOnRollouts.
 Result<PolicyStepResult> PolicyStep(model::Llama& model, optim::AdamW& adamw, double lr,
                                     double grad_clip, int64_t step, const kernels::KernelCtx& ctx,
                                     infer::RolloutEngine& engine,

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -52,9 +53,12 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
   kind_ = kind;
   options_ = options;
   ASSIGN_OR_RETURN(run_, PostRunConfig::FromConfig(config_, kind));
-  const PolicyOptions policy_options{.precision = run_.precision,
-                                     .max_batch = max_batch,
-                                     .threads = static_cast<int>(run_.threads)};
+  int threads = static_cast<int>(run_.threads);
+  if (threads == 0 && options_.reserved_threads > 0) {
+    threads = std::max(1, DefaultThreadCount() - options_.reserved_threads);
+  }
+  const PolicyOptions policy_options{
+      .precision = run_.precision, .max_batch = max_batch, .threads = threads};
   const std::string latest = options_.run_dir + "/" + io::kLatestFile;
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
@@ -186,7 +190,13 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
   ASSIGN_OR_RETURN(last_checkpoint_,
                    SavePolicyCheckpoint(options_.run_dir, step_, *policy_, *adamw_, state,
                                         config_.ResolvedToml(),
-                                        static_cast<int>(run_.keep_checkpoints), save_also_));
+                                        static_cast<int>(run_.keep_checkpoints),
+                                        [this](const std::string& dir) -> Status {
+                                          for (const ExtraFiles& f : save_also_) {
+                                            RETURN_IF_ERROR(f(dir));
+                                          }
+                                          return Status::Ok();
+                                        }));
   last_saved_step_ = step_;
   return last_checkpoint_;
 }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "anvil/core/clock.h"
 #include "anvil/core/config.h"
@@ -32,6 +33,9 @@ namespace anvil::rl {
 struct PostRunOptions {
   std::string run_dir;
   bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
+  // Cores kept for the caller's own threads (asynchronous rollouts): with
+  // <kind>.threads = 0 the policy's pool takes the others (at least 1).
+  int reserved_threads = 0;
 };
 
 // What a run reports as it goes (the command prints them).
@@ -99,8 +103,8 @@ class PostRun {
   // JSON object's members, without braces; may be empty).
   Result<std::string> Save(const std::string& extra_state = "");
   // Every checkpoint from now on also holds `extra`'s files (a caller's
-  // state beyond the policy's: PPO's value head).
-  void SaveAlso(ExtraFiles extra) { save_also_ = std::move(extra); }
+  // state beyond the policy's: PPO's value head, a rollout snapshot).
+  void SaveAlso(ExtraFiles extra) { save_also_.push_back(std::move(extra)); }
   train::MetricsWriter& metrics() { return *metrics_; }
   double seconds() const { return watch_.Seconds(); }
 
@@ -122,7 +126,7 @@ class PostRun {
   std::optional<TaskEval> last_eval_;
   int64_t last_eval_step_ = -1, last_saved_step_ = -1;
   std::string last_checkpoint_;
-  ExtraFiles save_also_;
+  std::vector<ExtraFiles> save_also_;
   bool stopped_early_ = false;
   Stopwatch watch_;
 };

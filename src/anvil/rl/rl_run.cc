@@ -12,6 +12,7 @@
 #include "anvil/core/clock.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/model/int_linear.h"
+#include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/reward.h"
 
 namespace anvil::rl {
@@ -30,6 +31,11 @@ struct RlRunConfig {
   // mismatch the step corrects by truncated importance sampling (rl.tis_cap).
   model::WeightQuant rollout_quant = model::WeightQuant::kNone;
   PolicyStepConfig step;
+  // 0: colocated, every step's samples from the weights it trains; 1: the
+  // next step's samples drawn while this one trains (async_rollouts.h), on
+  // rl.rollout_threads threads of their own.
+  int64_t max_staleness = 0;
+  int64_t rollout_threads = 1;
   // PPO: the value head's learning rate over the policy's (a critic usually
   // learns faster than its actor; it starts from zero).
   double value_lr_ratio = 10;
@@ -73,6 +79,15 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(ppo.vf_coef, config.GetDouble("rl.vf_coef", ppo.vf_coef));
     ASSIGN_OR_RETURN(ppo.whiten, config.GetBool("rl.whiten_advantages", ppo.whiten));
     ASSIGN_OR_RETURN(c.value_lr_ratio, config.GetDouble("rl.value_lr_ratio", c.value_lr_ratio));
+    ASSIGN_OR_RETURN(c.max_staleness, config.GetInt("rl.max_staleness", c.max_staleness));
+    ASSIGN_OR_RETURN(c.rollout_threads, config.GetInt("rl.rollout_threads", c.rollout_threads));
+    if (c.max_staleness < 0 || c.max_staleness > 1 || c.rollout_threads < 1 ||
+        c.rollout_threads > 1024) {
+      return InvalidArgument(fmt::format(
+          "rl.max_staleness = {}: expected 0 (colocated) or 1 (the next step's rollouts drawn "
+          "while this one trains); rl.rollout_threads = {}: expected 1..1024",
+          c.max_staleness, c.rollout_threads));
+    }
     if (!(c.value_lr_ratio > 0)) {
       return InvalidArgument(fmt::format("rl.value_lr_ratio = {}: expected > 0", c.value_lr_ratio));
     }
@@ -131,6 +146,8 @@ const char* AlgorithmName(AdvantageKind kind) {
 
 constexpr const char* kValueHeadFile = "value_head.safetensors";
 constexpr const char* kValueOptimizerFile = "value_head_optimizer.safetensors";
+// rl.max_staleness = 1: the weights the next step's samples are drawn from.
+constexpr const char* kSnapshotFile = "rollout_snapshot.safetensors";
 
 std::string StepJson(const RlStepMetrics& m) {
   const PolicyStepResult& g = m.policy;
@@ -152,6 +169,8 @@ std::string StepJson(const RlStepMetrics& m) {
   j["tis_mean"] = g.tis_mean;
   j["tis_truncated"] = g.tis_truncated;
   j["updates"] = g.updates;
+  j["staleness"] = g.staleness;
+  j["rollout_wait_seconds"] = m.rollout_wait_seconds;
   if (m.ppo) {
     j["value_loss"] = g.value_loss;
     j["value_clip_fraction"] = g.value_clip_fraction;
@@ -169,8 +188,10 @@ std::string StepJson(const RlStepMetrics& m) {
 
 Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks) {
   ASSIGN_OR_RETURN(const RlRunConfig gc, RlRunConfig::FromConfig(config));
+  PostRunOptions run_options = options;
+  if (gc.max_staleness > 0) run_options.reserved_threads = static_cast<int>(gc.rollout_threads);
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
-                   PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
+                   PostRun::Create(std::move(config), "rl", run_options, gc.samples_per_step(),
                                    /*fresh=*/nullptr));
   RETURN_IF_ERROR(run->Start());
   const PostRunConfig& rc = run->config();
@@ -179,23 +200,46 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   const int64_t rollout_batch = gc.rollout_batch > 0
                                     ? std::min(gc.rollout_batch, gc.samples_per_step())
                                     : gc.samples_per_step();
-  std::unique_ptr<model::IntLinear> quantized;
-  if (gc.rollout_quant != model::WeightQuant::kNone) {
-    if (rc.precision != model::Precision::kF32) {
-      return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
-    }
-    quantized = std::make_unique<model::IntLinear>(
-        *policy.llama, gc.rollout_quant,
-        std::max(rollout_batch, policy.config.max_seq_len), ctx);
+  const infer::RolloutOptions engine_options{
+      .max_batch = rollout_batch,
+      .max_new = rc.max_new,
+      .samples = static_cast<int>(gc.group_size),
+      .eos = policy.eos(),
+      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
+                   .seed = static_cast<uint64_t>(rc.seed)}};
+  if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
+    return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
-  infer::RolloutEngine engine(
-      *policy.llama, {.max_batch = rollout_batch,
-                      .max_new = rc.max_new,
-                      .samples = static_cast<int>(gc.group_size),
-                      .eos = policy.eos(),
-                      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
-                                   .seed = static_cast<uint64_t>(rc.seed)},
-                      .linear = quantized.get()});
+  // Colocated: an engine over the policy's own weights (and integer layers
+  // requantized from them each step). Asynchronous: a snapshot's, drawn on
+  // a thread of its own, kept in every checkpoint.
+  std::unique_ptr<model::IntLinear> quantized;
+  std::unique_ptr<infer::RolloutEngine> engine;
+  std::unique_ptr<AsyncRollouts> async;
+  if (gc.max_staleness == 0) {
+    infer::RolloutOptions o = engine_options;
+    if (gc.rollout_quant != model::WeightQuant::kNone) {
+      quantized = std::make_unique<model::IntLinear>(
+          *policy.llama, gc.rollout_quant, std::max(rollout_batch, policy.config.max_seq_len),
+          ctx);
+      o.linear = quantized.get();
+    }
+    engine = std::make_unique<infer::RolloutEngine>(*policy.llama, o);
+  } else {
+    async = std::make_unique<AsyncRollouts>(policy, engine_options, gc.rollout_quant,
+                                            static_cast<int>(gc.rollout_threads));
+    if (run->step() > 0) {  // resumed: the weights the next step's samples come from
+      const std::string path = run->loaded_from() + "/" + kSnapshotFile;
+      if (const Status s = async->LoadSnapshot(path); !s.ok()) {
+        return DataLoss(fmt::format(
+            "resuming with rl.max_staleness = 1 needs the run's rollout snapshot: {}",
+            s.message()));
+      }
+    }
+    run->SaveAlso([&](const std::string& dir) {
+      return async->SaveSnapshot(dir + "/" + kSnapshotFile);
+    });
+  }
   // PPO's critic: a value head on the policy's features, zero in a new run,
   // the run's own in a resumed one, saved beside the policy in every
   // checkpoint.
@@ -239,18 +283,27 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   if (run->step() == 0) {
     ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
   }
+  // Step s's problems: train-split problems [s * P, (s + 1) * P) from kFirstRlProblem.
+  auto step_prompts = [&](int64_t s, std::vector<Problem>* problems) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (int64_t i = 0; i < gc.prompts_per_step; ++i) {
+      const Problem p = MakeProblem(
+          rc.task, Split::kTrain,
+          kFirstRlProblem + static_cast<uint64_t>(s * gc.prompts_per_step + i));
+      prompts.push_back(policy.PromptTokens(p.prompt));
+      if (problems != nullptr) problems->push_back(p);
+    }
+    return prompts;
+  };
+  if (async && run->step() < rc.steps) {  // the first step's samples
+    async->Start(step_prompts(run->step(), nullptr), run->step(), run->step() == 0 ? 0 : 1);
+  }
   std::vector<Problem> problems;
-  std::vector<std::vector<int32_t>> prompts;
   while (!run->Done(hooks.run)) {
     Stopwatch watch;
+    const int64_t step = run->step();
     problems.clear();
-    prompts.clear();
-    for (int64_t i = 0; i < gc.prompts_per_step; ++i) {
-      problems.push_back(MakeProblem(
-          rc.task, Split::kTrain,
-          kFirstRlProblem + static_cast<uint64_t>(run->step() * gc.prompts_per_step + i)));
-      prompts.push_back(policy.PromptTokens(problems.back().prompt));
-    }
+    const std::vector<std::vector<int32_t>> prompts = step_prompts(step, &problems);
     int64_t correct = 0;
     const RewardFn reward = [&](int64_t request, const infer::RolloutSample& s) {
       const RewardResult r =
@@ -258,14 +311,26 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       correct += r.correct;
       return r.reward;
     };
-    if (quantized) quantized->Requantize(*policy.llama, ctx);  // last step's weights
     RlStepMetrics m;
     m.ppo = critic.head != nullptr;
-    m.lr = run->LrAt(run->step());
-    ASSIGN_OR_RETURN(m.policy, PolicyStep(*policy.llama, run->adamw(), m.lr, rc.optim.grad_clip,
-                                      run->step(), ctx, engine, prompts,
-                                      static_cast<int>(gc.group_size), reward, gc.step,
-                                      reference.get(), critic));
+    m.lr = run->LrAt(step);
+    Rollouts rollouts;
+    if (async) {
+      Stopwatch wait;
+      ASSIGN_OR_RETURN(rollouts, async->Wait());
+      m.rollout_wait_seconds = wait.Seconds();
+      // The next step's samples from the weights this step trains from,
+      // drawn while it trains.
+      async->Snapshot(*policy.llama);
+      if (step + 1 < rc.steps) async->Start(step_prompts(step + 1, nullptr), step + 1, 1);
+    } else {
+      if (quantized) quantized->Requantize(*policy.llama, ctx);  // last step's weights
+      ASSIGN_OR_RETURN(rollouts, GenerateRollouts(*engine, ctx, prompts, step));
+      m.rollout_wait_seconds = rollouts.stats.seconds;
+    }
+    ASSIGN_OR_RETURN(m.policy, TrainOnRollouts(*policy.llama, run->adamw(), m.lr,
+                                               rc.optim.grad_clip, ctx, prompts, rollouts, reward,
+                                               gc.step, reference.get(), critic));
     run->StepDone();
     m.step = run->step();
     m.train_accuracy =

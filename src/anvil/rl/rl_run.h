@@ -15,9 +15,11 @@
 // rl.kl_coef > 0). With rl.rollout_quant = "w8a8" or "w4a8" the rollouts run
 // through integer layers quantized from the current weights each step, a
 // mismatch on purpose that truncated importance sampling corrects (grpo.h).
-// Held-out accuracy (task_eval.h) at the start, every rl.eval_every steps
-// and at the end. PPO's value head and its optimizer state are saved in
-// every checkpoint and restored on resume.
+// With rl.max_staleness = 1 each step's successor's samples are drawn while
+// it trains, from a snapshot one update behind (async_rollouts.h). Held-out
+// accuracy (task_eval.h) at the start, every rl.eval_every steps and at the
+// end. PPO's value head and its optimizer state, and the rollout snapshot,
+// are saved in every checkpoint and restored on resume.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,9 @@ struct RlStepMetrics {
   double train_accuracy = 0;  // share of the step's samples answered exactly
   double seconds = 0;         // the whole step
   bool ppo = false;           // the policy's value_* fields are set
+  // The trainer's time without work: drawing the rollouts (colocated), or
+  // waiting for the ones drawn beside the last step (asynchronous).
+  double rollout_wait_seconds = 0;
 };
 
 struct RlHooks {
