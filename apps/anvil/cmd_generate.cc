@@ -49,6 +49,8 @@ void AddGenerateCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", o->prompt, "Text to continue")->required();
   cmd->add_option("--max-new", o->max_new, "Most new tokens")->capture_default_str();
+  cmd->add_option("--stop", o->stop,
+                  "Stop once the text holds this string (repeatable; the text keeps it)");
   cmd->add_option("--temperature", o->sampling.temperature, "Softmax temperature")
       ->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Sample among the k likeliest (0: all)")

@@ -12,6 +12,7 @@
 #include "anvil/core/config.h"
 #include "anvil/data/tokenizer_json.h"
 #include "anvil/infer/checkpoint_model.h"
+#include "anvil/infer/stop_strings.h"
 #include "anvil/model/decode.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/int_linear.h"
@@ -57,6 +58,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     return InvalidArgument(fmt::format("--quant {} quantizes the f32 weights: use --precision f32",
                                        options.quant));
   }
+  RETURN_IF_ERROR(ValidateStops(options.stop));
   ASSIGN_OR_RETURN(CheckpointModel m,
                    LoadCheckpointModel(options.checkpoint, precision, options.threads));
   const io::CheckpointInfo& info = m.info;
@@ -118,6 +120,10 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     r.text += piece;
     ++r.new_tokens;
     if (on_text) on_text(piece);
+    if (HitsStop(r.text, piece.size(), options.stop)) {
+      r.stop_reason = "stop";
+      break;
+    }
     if (decoder.length(0) >= max_len) {
       r.stop_reason = "max_seq_len";
       break;

@@ -2,13 +2,14 @@
 // manifest) and the run's tokenizer (data.dir of the checkpoint's config),
 // prefills bos + prompt through the KV-cache decoder (a prompt longer than
 // the context keeps its end, with a notice), then samples one token
-// at a time until eos, --max-new tokens or model.max_seq_len.
+// at a time until eos, a stop string, --max-new tokens or model.max_seq_len.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "anvil/core/status.h"
 #include "anvil/data/tokenizer.h"
@@ -26,6 +27,9 @@ struct GenerateOptions {
   std::string precision = "f32";  // the model's: f32, bf16 or an FP8 recipe
   // The layers' linear GEMMs: "none", or "w8a8" / "w4a8" (model/int_linear.h; precision f32).
   std::string quant = "none";
+  // Generation also ends once the text holds one of these (stop_strings.h;
+  // the text keeps it).
+  std::vector<std::string> stop;
 };
 
 struct GenerateResult {
@@ -39,7 +43,7 @@ struct GenerateResult {
   double quantize_seconds = 0;     // quantizing them, once
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  std::string stop_reason;  // "eos", "max_new", "max_seq_len"
+  std::string stop_reason;  // "eos", "stop", "max_new", "max_seq_len"
 };
 
 // `on_text` receives each new token's bytes as it is sampled; `on_notice` a

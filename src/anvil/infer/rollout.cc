@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "anvil/core/clock.h"
+#include "anvil/infer/stop_strings.h"
 #include "anvil/profile/trace.h"
 
 namespace anvil::infer {
@@ -39,6 +40,10 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   }
   if (options_.samples < 1) return InvalidArgument("rollout: samples per prompt must be >= 1");
   if (options_.max_new < 1) return InvalidArgument("rollout: max_new must be >= 1");
+  RETURN_IF_ERROR(ValidateStops(options_.stop));
+  if (!options_.stop.empty() && !options_.token_text) {
+    return InvalidArgument("rollout: stop strings need the tokens' text (RolloutOptions::token_text)");
+  }
   const int64_t vocab = model_.config().vocab_size, max_len = decoder_.max_len();
   for (size_t r = 0; r < prompts.size(); ++r) {
     const auto& p = prompts[r];
@@ -57,6 +62,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   RolloutStats st;
   const int g = options_.samples;
   std::vector<RolloutSample> out(prompts.size() * g);
+  std::vector<std::string> text(options_.stop.empty() ? 0 : out.size());  // for stop strings
   std::deque<int64_t> waiting;  // indices into out, in (request, sample) order
   for (size_t i = 0; i < out.size(); ++i) {
     out[i].request = static_cast<int64_t>(i) / g;
@@ -74,6 +80,13 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     return sampler.Sample(row, first_request + static_cast<uint32_t>(s.request),
                           static_cast<uint32_t>(s.sample), s.tokens.size());
   };
+  // Whether token t completes a stop string in sample i's text.
+  auto hits_stop = [&](int64_t i, int32_t t) {
+    if (text.empty()) return false;
+    const std::string piece = options_.token_text(t);
+    text[i] += piece;
+    return HitsStop(text[i], piece.size(), options_.stop);
+  };
   // Takes token t for sample i in `slot`; false once it stops.
   auto take = [&](int64_t i, int64_t slot, const Sampled& t) {
     RolloutSample& s = out[i];
@@ -82,6 +95,8 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     ++st.new_tokens;
     if (t.token == options_.eos) {
       s.stop_reason = "eos";
+    } else if (hits_stop(i, t.token)) {
+      s.stop_reason = "stop";
     } else if (static_cast<int64_t>(s.tokens.size()) >= options_.max_new) {
       s.stop_reason = "max_new";
     } else if (decoder_.length(slot) >= max_len) {

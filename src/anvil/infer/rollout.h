@@ -17,10 +17,11 @@
 // With options.page_rows the cache is paged and a prompt's G samples share
 // its prefill (model::Decoder::Fork); the results are the same bits.
 //
-// Not yet: stop strings, and decoding without the training Llama.
+// Not yet: decoding without the training Llama.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct RolloutOptions {
   // the quantized policy's, not the trainer's (an RL step then corrects for
   // the mismatch: rl/grpo.h).
   const model::LowPrecisionLinear* linear = nullptr;
+  // Stop strings (stop_strings.h): a sample also stops once its text, the
+  // bytes `token_text` gives its tokens, holds one of them ("stop").
+  std::vector<std::string> stop = {};
+  std::function<std::string(int32_t token)> token_text = nullptr;
 };
 
 struct RolloutSample {
@@ -55,7 +60,7 @@ struct RolloutSample {
   int sample = 0;       // 0..G-1
   std::vector<int32_t> tokens;  // the completion (eos included when it stopped there)
   std::vector<double> logprobs;  // one per completion token
-  std::string stop_reason;       // "eos", "max_new" or "max_seq_len"
+  std::string stop_reason;       // "eos", "stop", "max_new" or "max_seq_len"
 };
 
 struct RolloutStats {

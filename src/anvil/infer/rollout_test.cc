@@ -3,7 +3,8 @@
 // finish in; log-probabilities exactly those a trainer recomputes with the
 // training forward (max |difference| = 0) in f32, bf16 and fp8-block, with
 // and without top-k/top-p; the samples of one prompt draw different tokens;
-// eos, max_new and the context's end stop a sample; bad prompts are refused.
+// eos, a stop string, max_new and the context's end stop a sample; bad
+// prompts are refused.
 #include "anvil/infer/rollout.h"
 
 #include <gtest/gtest.h>
@@ -143,6 +144,41 @@ TEST(RolloutTest, PagedCacheWithSharedPrefixesSameBits) {
     EXPECT_EQ(contiguous_stats.prompt_tokens, 3 * prompt_tokens);
     EXPECT_EQ(paged_stats.prompt_tokens, prompt_tokens);  // one prefill a prompt
   }
+}
+
+TEST(RolloutTest, StopStringsEndASampleAtTheTokenThatCompletesThem) {
+  ThreadPool pool(2);
+  const kernels::KernelCtx ctx(pool);
+  model::Llama model(Micro(), {.max_batch = 1}, ctx);
+  model.InitWeights(ctx, 3);
+  // Even tokens read "x", odd ones "yz": the stop "xy" spans two tokens.
+  auto token_text = [](int32_t t) { return std::string(t % 2 == 0 ? "x" : "yz"); };
+  RolloutEngine engine(model, {.max_batch = 4, .max_new = 12, .samples = 4, .eos = -1,
+                               .sampling = {.temperature = 1, .top_k = 0, .top_p = 1},
+                               .stop = {"xy"}, .token_text = token_text});
+  auto r = engine.Generate(ctx, Prompts(6, 3, 64));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int stopped = 0;
+  for (const RolloutSample& s : *r) {
+    std::string text, before_last;
+    for (const int32_t t : s.tokens) {
+      before_last = text;
+      text += token_text(t);
+    }
+    const bool has = text.find("xy") != std::string::npos;
+    if (s.stop_reason == "stop") {
+      ++stopped;
+      EXPECT_TRUE(has && before_last.find("xy") == std::string::npos) << text;
+    } else {
+      EXPECT_FALSE(has) << text;
+      EXPECT_EQ(s.stop_reason, "max_new");
+    }
+  }
+  EXPECT_GT(stopped, 3);
+  RolloutEngine no_text(model, {.samples = 1, .stop = {"xy"}});
+  EXPECT_FALSE(no_text.Generate(ctx, Prompts(1, 3, 64)).ok());
+  RolloutEngine empty(model, {.samples = 1, .stop = {""}, .token_text = token_text});
+  EXPECT_FALSE(empty.Generate(ctx, Prompts(1, 3, 64)).ok());
 }
 
 TEST(RolloutTest, StopsAtTheContextAndRefusesBadPrompts) {

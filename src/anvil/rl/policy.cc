@@ -58,8 +58,15 @@ std::vector<int32_t> Policy::ResponseTokens(std::string_view text) const {
 
 std::string Policy::Text(std::span<const int32_t> tokens) const {
   if (!tokens.empty() && tokens.back() == eos()) tokens = tokens.first(tokens.size() - 1);
-  const std::vector<uint32_t> ids(tokens.begin(), tokens.end());
-  return tokenizer.Decode(ids);
+  std::string text;
+  for (const int32_t t : tokens) {
+    // The model's vocabulary may be larger than the tokenizer's: an id the
+    // tokenizer has no text for reads "?" (as anvil generate prints it).
+    const uint32_t id = static_cast<uint32_t>(t);
+    text += t >= 0 && t < tokenizer.vocab_size() ? tokenizer.Decode(std::span<const uint32_t>(&id, 1))
+                                                 : std::string("?");
+  }
+  return text;
 }
 
 Result<Policy> NewPolicy(const model::ModelConfig& config, data::Tokenizer tokenizer,

@@ -36,7 +36,8 @@ struct Policy {
   std::vector<int32_t> PromptTokens(std::string_view text) const;
   // The text's tokens, then eos: what the policy should answer.
   std::vector<int32_t> ResponseTokens(std::string_view text) const;
-  // The text of generated tokens, a final eos dropped.
+  // The text of generated tokens, a final eos dropped ("?" for an id beyond
+  // the tokenizer's vocabulary).
   std::string Text(std::span<const int32_t> tokens) const;
   int32_t eos() const { return static_cast<int32_t>(tokenizer.eos_id()); }
 };

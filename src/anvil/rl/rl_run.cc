@@ -35,6 +35,9 @@ struct RlRunConfig {
   // next step's samples drawn while this one trains (async_rollouts.h), on
   // rl.rollout_threads threads of their own.
   int64_t max_staleness = 0;
+  // Rollouts also stop once a sample's text holds this (e.g. "\n": the
+  // reward reads the answer up to its first newline); "": eos and max_new only.
+  std::string stop;
   int64_t rollout_threads = 1;
   // PPO: the value head's learning rate over the policy's (a critic usually
   // learns faster than its actor; it starts from zero).
@@ -80,6 +83,7 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(ppo.whiten, config.GetBool("rl.whiten_advantages", ppo.whiten));
     ASSIGN_OR_RETURN(c.value_lr_ratio, config.GetDouble("rl.value_lr_ratio", c.value_lr_ratio));
     ASSIGN_OR_RETURN(c.max_staleness, config.GetInt("rl.max_staleness", c.max_staleness));
+    ASSIGN_OR_RETURN(c.stop, config.GetString("rl.stop", c.stop));
     ASSIGN_OR_RETURN(c.rollout_threads, config.GetInt("rl.rollout_threads", c.rollout_threads));
     if (c.max_staleness < 0 || c.max_staleness > 1 || c.rollout_threads < 1 ||
         c.rollout_threads > 1024) {
@@ -200,13 +204,19 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   const int64_t rollout_batch = gc.rollout_batch > 0
                                     ? std::min(gc.rollout_batch, gc.samples_per_step())
                                     : gc.samples_per_step();
-  const infer::RolloutOptions engine_options{
+  infer::RolloutOptions engine_options{
       .max_batch = rollout_batch,
       .max_new = rc.max_new,
       .samples = static_cast<int>(gc.group_size),
       .eos = policy.eos(),
       .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
                    .seed = static_cast<uint64_t>(rc.seed)}};
+  if (!gc.stop.empty()) {
+    engine_options.stop = {gc.stop};
+    engine_options.token_text = [&policy](int32_t token) {
+      return policy.Text(std::span<const int32_t>(&token, 1));
+    };
+  }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
