@@ -42,7 +42,8 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   if (options_.max_new < 1) return InvalidArgument("rollout: max_new must be >= 1");
   RETURN_IF_ERROR(ValidateStops(options_.stop));
   if (!options_.stop.empty() && !options_.token_text) {
-    return InvalidArgument("rollout: stop strings need the tokens' text (RolloutOptions::token_text)");
+    return InvalidArgument(
+        "rollout: stop strings need the tokens' text (RolloutOptions::token_text)");
   }
   const int64_t vocab = model_.config().vocab_size, max_len = decoder_.max_len();
   for (size_t r = 0; r < prompts.size(); ++r) {

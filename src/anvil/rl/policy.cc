@@ -63,8 +63,8 @@ std::string Policy::Text(std::span<const int32_t> tokens) const {
     // The model's vocabulary may be larger than the tokenizer's: an id the
     // tokenizer has no text for reads "?" (as anvil generate prints it).
     const uint32_t id = static_cast<uint32_t>(t);
-    text += t >= 0 && t < tokenizer.vocab_size() ? tokenizer.Decode(std::span<const uint32_t>(&id, 1))
-                                                 : std::string("?");
+    const bool known = t >= 0 && t < tokenizer.vocab_size();
+    text += known ? tokenizer.Decode(std::span<const uint32_t>(&id, 1)) : std::string("?");
   }
   return text;
 }
