@@ -59,7 +59,7 @@ int Run(const BenchRolloutOptions& o) {
     fmt::print(stderr, "anvil bench rollout: {}\n", precision.status().ToString());
     return 1;
   }
-  auto m = infer::LoadCheckpointModel(o.checkpoint, *precision, o.threads);
+  auto m = infer::LoadInferenceModel(o.checkpoint, *precision, o.threads);
   if (!m.ok()) {
     fmt::print(stderr, "anvil bench rollout: {}\n", m.status().ToString());
     return 1;
@@ -83,11 +83,13 @@ int Run(const BenchRolloutOptions& o) {
       p.resize(o.prompt_len);
       for (int32_t& t : p) t = static_cast<int32_t>(rng() % m->config.vocab_size);
     }
-    infer::RolloutEngine engine(*m->llama, {.max_batch = batch, .max_new = o.max_new,
-                                            .samples = o.samples, .eos = -1,
-                                            .sampling = {.temperature = 1.0, .top_k = 0,
-                                                         .top_p = 1.0},
-                                            .page_rows = o.page_rows});
+    infer::RolloutEngine engine(m->forward_weights(),
+                                {.max_batch = batch,
+                                 .max_new = o.max_new,
+                                 .samples = o.samples,
+                                 .eos = -1,
+                                 .sampling = {.temperature = 1.0, .top_k = 0, .top_p = 1.0},
+                                 .page_rows = o.page_rows});
     infer::RolloutStats stats;
     auto r = engine.Generate(*m->ctx, prompts, &stats);
     if (!r.ok()) {

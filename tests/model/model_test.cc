@@ -14,6 +14,7 @@
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/decode.h"
 #include "anvil/model/hf_checkpoint.h"
+#include "anvil/model/inference_model.h"
 #include "anvil/model/int_linear.h"
 #include "model_testing.h"
 
@@ -236,8 +237,20 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   RecordDelayedScales(model, ctx, tb.batch);
   std::vector<float> full(kSeqs * kT * v);
   model.Logits(ctx, tb.batch, full.data());
-  Decoder dec(model, kSeqs, kT, kT);
+  Decoder dec(model.forward_weights(), kSeqs, kT, kT);
   ExpectDecodeReproduces(dec, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "");
+
+  // A decode-only model with the same weights (and scales): the same bits,
+  // no training model involved.
+  InferenceModel inference(cfg, {.precision = GetParam(), .fp8 = model.options().fp8}, ctx);
+  const std::span<const float> w = model.params().weights();
+  std::copy(w.begin(), w.end(), inference.params().weights().begin());
+  inference.RefreshBf16Weights(ctx);
+  if (model.fp8_delayed() != nullptr) {
+    ASSERT_TRUE(inference.fp8_delayed()->Restore(model.fp8_delayed()->Save()));
+  }
+  Decoder alone(inference.forward_weights(), kSeqs, kT, kT);
+  ExpectDecodeReproduces(alone, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "inference model");
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest,
@@ -269,8 +282,8 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
   model.Logits(ctx, tb.batch, f32.data());
   for (const auto& [quant, bound] :
        {std::pair{WeightQuant::kW8A8, 0.015}, std::pair{WeightQuant::kW4A8, 0.12}}) {
-    const IntLinear linear(model, quant, kT, ctx);
-    Decoder dec(model, kSeqs, kT, kT, &linear);
+    const IntLinear linear(model.forward_weights(), quant, kT, ctx);
+    Decoder dec(model.forward_weights(), kSeqs, kT, kT, &linear);
     std::vector<float> full(kSeqs * kT * v);
     for (int64_t s = 0; s < kSeqs; ++s) {
       dec.Append(ctx, s, std::span<const int32_t>(tb.tokens).subspan(s * kT, kT),

@@ -111,7 +111,7 @@ void CheckPrecision(comm::Group& tp, Precision precision, bool packed) {
   sliced.Logits(ctx, prompt.batch, logits_tp.data());
   const double ld = RelDiff(logits_tp, logits_whole);
   Expect(ld <= tol, fmt::format("{}: logits differ from the whole model's by {:.2e}", where, ld));
-  Decoder decoder(sliced, 1, n, n);
+  Decoder decoder(sliced.forward_weights(), 1, n, n);
   decoder.Append(ctx, 0, std::span<const int32_t>(prompt.tokens.data(), 10), logits_decode.data());
   for (int64_t t = 10; t < n; ++t) {
     decoder.Append(ctx, 0, std::span<const int32_t>(prompt.tokens.data() + t, 1),

@@ -20,7 +20,7 @@ namespace {
 
 // The run's FP8 settings (its resolved config.toml), so a checkpoint runs the
 // recipe it was trained with.
-Result<model::LlamaOptions> Fp8OptionsOf(Config& run, model::LlamaOptions o) {
+Result<model::InferenceOptions> Fp8OptionsOf(Config& run, model::InferenceOptions o) {
   ASSIGN_OR_RETURN(const std::string grad, run.GetString("train.fp8_grad_format", "e4m3"));
   o.fp8.grad = grad == "e5m2" ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
   ASSIGN_OR_RETURN(const std::string decode, run.GetString("train.fp8_decode", "f32"));
@@ -67,27 +67,64 @@ std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
   return std::make_unique<kernels::KernelCtx>(pool, BestIsa(), scratch);
 }
 
-Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
-                                            model::Precision precision, int threads,
-                                            int64_t max_batch) {
+namespace {
+
+// The folder, its config.json, threads and kernel context, and the options
+// of `precision` (an FP8 recipe's from the run's config.toml).
+Result<CheckpointModel> Open(const std::string& checkpoint, model::Precision precision, int threads,
+                             model::InferenceOptions* options) {
   CheckpointModel m;
   ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
   m.pool = std::make_unique<ThreadPool>(threads);
   m.ctx = MakeModelCtx(*m.pool, m.config);
-  model::LlamaOptions options{.precision = precision, .max_batch = max_batch,
-                              .max_seq_len = m.config.max_seq_len};
+  *options = {.precision = precision};
   if (model::IsFp8(precision)) {
     ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
-    ASSIGN_OR_RETURN(options, Fp8OptionsOf(run, options));
+    ASSIGN_OR_RETURN(*options, Fp8OptionsOf(run, *options));
   }
+  return m;
+}
+
+// The checkpoint's weights into `params` (whose padding is zero), the bf16
+// copy refreshed, fp8-delayed's scales restored.
+Status LoadWeights(const CheckpointModel& m, model::LlamaParams& params,
+                   model::Fp8DelayedScaling* delayed) {
+  RETURN_IF_ERROR(model::LoadCheckpointWeights(m.info.dir, params));
+  params.RefreshBf16(*m.ctx);
+  if (delayed != nullptr) RETURN_IF_ERROR(RestoreDelayedScales(m.info.dir, delayed));
+  return Status::Ok();
+}
+
+}  // namespace
+
+const model::ForwardWeights& CheckpointModel::forward_weights() const {
+  CHECK(inference != nullptr || llama != nullptr) << "no model loaded";
+  return inference != nullptr ? inference->forward_weights() : llama->forward_weights();
+}
+
+Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
+                                            model::Precision precision, int threads,
+                                            int64_t max_batch) {
+  model::InferenceOptions o;
+  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, &o));
+  const model::LlamaOptions options{.precision = o.precision,
+                                    .max_batch = max_batch,
+                                    .max_seq_len = m.config.max_seq_len,
+                                    .fp8 = o.fp8,
+                                    .fp8_high_precision_layers = o.fp8_high_precision_layers};
   m.llama = std::make_unique<model::Llama>(m.config, options, *m.ctx);
   m.llama->InitWeights(*m.ctx, 0);  // zeroes the padding; the load overwrites every tensor
-  RETURN_IF_ERROR(model::LoadCheckpointWeights(m.info.dir, m.llama->params()));
-  m.llama->RefreshBf16Weights(*m.ctx);
-  if (model::Fp8DelayedScaling* delayed = m.llama->fp8_delayed()) {
-    RETURN_IF_ERROR(RestoreDelayedScales(m.info.dir, delayed));
-  }
+  RETURN_IF_ERROR(LoadWeights(m, m.llama->params(), m.llama->fp8_delayed()));
+  return m;
+}
+
+Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
+                                           model::Precision precision, int threads) {
+  model::InferenceOptions o;
+  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, &o));
+  m.inference = std::make_unique<model::InferenceModel>(m.config, o, *m.ctx);
+  RETURN_IF_ERROR(LoadWeights(m, m.inference->params(), m.inference->fp8_delayed()));
   return m;
 }
 

@@ -1,7 +1,9 @@
-// A model loaded from a checkpoint for inference (generation, evaluation):
-// the checkpoint folder resolved, config.json read, the weights loaded
-// (verified against the manifest) into a Llama of the asked precision, and
-// the kernel context's scratch sized for its attention.
+// A model loaded from a checkpoint: the checkpoint folder resolved,
+// config.json read, the weights loaded (verified against the manifest) in
+// the asked precision, and the kernel context's scratch sized for its
+// attention. Decoding (generation, evaluation, rollouts) loads a decode-only
+// model::InferenceModel; what also runs the training forward or trains (the
+// numerics probe, an RL policy) a Llama.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include "anvil/io/checkpoint.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/config.h"
+#include "anvil/model/inference_model.h"
 #include "anvil/model/llama.h"
 
 namespace anvil::infer {
@@ -23,7 +26,12 @@ struct CheckpointModel {
   model::ModelConfig config;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<kernels::KernelCtx> ctx;
+  // One of the two: LoadInferenceModel's or LoadCheckpointModel's.
+  std::unique_ptr<model::InferenceModel> inference;
   std::unique_ptr<model::Llama> llama;
+
+  // What the decoder reads, of whichever is loaded.
+  const model::ForwardWeights& forward_weights() const;
 };
 
 // A kernel context on `pool` (the best ISA) whose per-thread scratch holds
@@ -37,6 +45,9 @@ std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
                                             int64_t max_batch = 1);
+// The same checkpoint as a decode-only model (no gradients, no activations).
+Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
+                                           model::Precision precision, int threads);
 
 // The window length: `requested`, or the run's train.seq_len when 0; within
 // the model's context.

@@ -27,8 +27,8 @@ Result<EvalResult> EvaluateCheckpoint(const EvalOptions& options,
     return InvalidArgument(fmt::format("--quant {} quantizes the f32 weights: use --precision f32",
                                        options.quant));
   }
-  ASSIGN_OR_RETURN(CheckpointModel m, LoadCheckpointModel(options.checkpoint, precision,
-                                                          options.threads));
+  ASSIGN_OR_RETURN(CheckpointModel m,
+                   LoadInferenceModel(options.checkpoint, precision, options.threads));
   ASSIGN_OR_RETURN(const int64_t t, RunSeqLen(m, options.seq_len));
   ASSIGN_OR_RETURN(const data::TokenShard shard,
                    OpenValidationShard(m, options.data_dir, "--data"));
@@ -40,9 +40,9 @@ Result<EvalResult> EvaluateCheckpoint(const EvalOptions& options,
   const kernels::KernelCtx& ctx = *m.ctx;
   std::unique_ptr<model::IntLinear> linear;
   if (quant != model::WeightQuant::kNone) {
-    linear = std::make_unique<model::IntLinear>(*m.llama, quant, t, ctx);
+    linear = std::make_unique<model::IntLinear>(m.forward_weights(), quant, t, ctx);
   }
-  model::Decoder decoder(*m.llama, 1, t, t, linear.get());
+  model::Decoder decoder(m.forward_weights(), 1, t, t, linear.get());
   const int64_t v = m.config.vocab_size;
   std::vector<float> logits(static_cast<size_t>(t * v));
   data::Batch batch;

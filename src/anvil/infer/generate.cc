@@ -60,7 +60,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   }
   RETURN_IF_ERROR(ValidateStops(options.stop));
   ASSIGN_OR_RETURN(CheckpointModel m,
-                   LoadCheckpointModel(options.checkpoint, precision, options.threads));
+                   LoadInferenceModel(options.checkpoint, precision, options.threads));
   const io::CheckpointInfo& info = m.info;
   const model::ModelConfig& mc = m.config;
   const kernels::KernelCtx& ctx = *m.ctx;
@@ -92,11 +92,11 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   Stopwatch quantize_watch;
   std::unique_ptr<model::IntLinear> linear;
   if (quant != model::WeightQuant::kNone) {
-    linear = std::make_unique<model::IntLinear>(*m.llama, quant, max_len, ctx);
+    linear = std::make_unique<model::IntLinear>(m.forward_weights(), quant, max_len, ctx);
     r.quant_weight_bytes = linear->weight_bytes();
   }
   r.quantize_seconds = quantize_watch.Seconds();
-  model::Decoder decoder(*m.llama, 1, max_len, max_len, linear.get());
+  model::Decoder decoder(m.forward_weights(), 1, max_len, max_len, linear.get());
   std::vector<float> logits(static_cast<size_t>(max_len) * mc.vocab_size);
   r.checkpoint = info.dir;
   r.step = info.step;

@@ -12,13 +12,12 @@
 
 namespace anvil::infer {
 
-RolloutEngine::RolloutEngine(const model::Llama& model, const RolloutOptions& options)
+RolloutEngine::RolloutEngine(const model::ForwardWeights& model, const RolloutOptions& options)
     : model_(model),
       options_(options),
       // Paged: one more sequence holds the prompt whose samples are starting.
-      decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0),
-               model.config().max_seq_len,
-               std::max(options.max_batch, model.config().max_seq_len), options.linear,
+      decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0), model.config.max_seq_len,
+               std::max(options.max_batch, model.config.max_seq_len), options.linear,
                {.page_rows = options.page_rows}),
       samplers_(1, Sampler(options.sampling)) {}
 
@@ -29,8 +28,8 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   RETURN_IF_ERROR(options_.sampling.Validate());
   // Tensorwise current scaling takes one amax over all the rows of a step, so
   // a sequence's logits would depend on the others in the batch.
-  const model::Precision precision = model_.options().precision;
-  const model::Fp8DelayedScaling* delayed = model_.fp8_delayed();
+  const model::Precision precision = model_.precision;
+  const model::Fp8DelayedScaling* delayed = model_.fp8_delayed;
   if (precision == model::Precision::kFp8Tensor ||
       (precision == model::Precision::kFp8Delayed && !delayed->AllHaveHistory())) {
     return InvalidArgument(fmt::format(
@@ -45,7 +44,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     return InvalidArgument(
         "rollout: stop strings need the tokens' text (RolloutOptions::token_text)");
   }
-  const int64_t vocab = model_.config().vocab_size, max_len = decoder_.max_len();
+  const int64_t vocab = model_.config.vocab_size, max_len = decoder_.max_len();
   for (size_t r = 0; r < prompts.size(); ++r) {
     const auto& p = prompts[r];
     if (p.empty() || static_cast<int64_t>(p.size()) > max_len) {

@@ -17,7 +17,9 @@
 // With options.page_rows the cache is paged and a prompt's G samples share
 // its prefill (model::Decoder::Fork); the results are the same bits.
 //
-// Not yet: decoding without the training Llama.
+// The engine decodes through a model's ForwardWeights: a trainer's Llama in
+// place (colocated RL), or a decode-only model::InferenceModel (no gradients
+// or activation store).
 #pragma once
 
 #include <cstdint>
@@ -74,8 +76,10 @@ class RolloutEngine {
   // max_seq_len tokens over `model` (a whole f32 or bf16 model, or an FP8
   // recipe with per-row or fixed scales: fp8-block, mxfp8, fp8-delayed with
   // its histories; weights read at each call, so a trainer's updates are
-  // seen). options.page_rows must be 0 or a multiple of 64.
-  RolloutEngine(const model::Llama& model, const RolloutOptions& options);
+  // seen): a training Llama's forward_weights() or an InferenceModel's,
+  // which must outlive the engine. options.page_rows must be 0 or a multiple
+  // of 64.
+  RolloutEngine(const model::ForwardWeights& model, const RolloutOptions& options);
   const RolloutOptions& options() const { return options_; }
 
   // G samples of every prompt, in (request, sample) order. Prompts must be
@@ -88,7 +92,7 @@ class RolloutEngine {
                                               uint32_t first_request = 0);
 
  private:
-  const model::Llama& model_;
+  const model::ForwardWeights& model_;
   RolloutOptions options_;
   model::Decoder decoder_;
   std::vector<Sampler> samplers_;  // one per thread: rows are sampled in parallel

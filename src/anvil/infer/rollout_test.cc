@@ -70,7 +70,7 @@ TEST(RolloutTest, BatchInvariantAndExactlyTheTrainersLogProbs) {
       for (const kernels::KernelCtx* ctx : {&ctx1, &ctx2}) {
         RolloutOptions o{.max_batch = batch, .max_new = 12, .samples = 3, .eos = 5,
                          .sampling = c.sampling};
-        RolloutEngine engine(model, o);
+        RolloutEngine engine(model.forward_weights(), o);
         auto got = engine.Generate(*ctx, prompts);
         ASSERT_TRUE(got.ok()) << got.status().ToString();
         ASSERT_EQ(got->size(), prompts.size() * 3);
@@ -131,9 +131,10 @@ TEST(RolloutTest, PagedCacheWithSharedPrefixesSameBits) {
     RolloutOptions o{.max_batch = 4, .max_new = 40, .samples = 3, .eos = 5,
                      .sampling = {.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 3}};
     RolloutStats contiguous_stats, paged_stats;
-    auto contiguous = RolloutEngine(model, o).Generate(ctx, prompts, &contiguous_stats);
+    auto contiguous =
+        RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts, &contiguous_stats);
     o.page_rows = 64;
-    auto paged = RolloutEngine(model, o).Generate(ctx, prompts, &paged_stats);
+    auto paged = RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts, &paged_stats);
     ASSERT_TRUE(contiguous.ok() && paged.ok());
     for (size_t i = 0; i < contiguous->size(); ++i) {
       EXPECT_EQ((*paged)[i].tokens, (*contiguous)[i].tokens) << i;
@@ -153,9 +154,14 @@ TEST(RolloutTest, StopStringsEndASampleAtTheTokenThatCompletesThem) {
   model.InitWeights(ctx, 3);
   // Even tokens read "x", odd ones "yz": the stop "xy" spans two tokens.
   auto token_text = [](int32_t t) { return std::string(t % 2 == 0 ? "x" : "yz"); };
-  RolloutEngine engine(model, {.max_batch = 4, .max_new = 12, .samples = 4, .eos = -1,
-                               .sampling = {.temperature = 1, .top_k = 0, .top_p = 1},
-                               .stop = {"xy"}, .token_text = token_text});
+  RolloutEngine engine(model.forward_weights(),
+                       {.max_batch = 4,
+                        .max_new = 12,
+                        .samples = 4,
+                        .eos = -1,
+                        .sampling = {.temperature = 1, .top_k = 0, .top_p = 1},
+                        .stop = {"xy"},
+                        .token_text = token_text});
   auto r = engine.Generate(ctx, Prompts(6, 3, 64));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   int stopped = 0;
@@ -175,9 +181,10 @@ TEST(RolloutTest, StopStringsEndASampleAtTheTokenThatCompletesThem) {
     }
   }
   EXPECT_GT(stopped, 3);
-  RolloutEngine no_text(model, {.samples = 1, .stop = {"xy"}});
+  RolloutEngine no_text(model.forward_weights(), {.samples = 1, .stop = {"xy"}});
   EXPECT_FALSE(no_text.Generate(ctx, Prompts(1, 3, 64)).ok());
-  RolloutEngine empty(model, {.samples = 1, .stop = {""}, .token_text = token_text});
+  RolloutEngine empty(model.forward_weights(),
+                      {.samples = 1, .stop = {""}, .token_text = token_text});
   EXPECT_FALSE(empty.Generate(ctx, Prompts(1, 3, 64)).ok());
 }
 
@@ -186,7 +193,8 @@ TEST(RolloutTest, StopsAtTheContextAndRefusesBadPrompts) {
   const kernels::KernelCtx ctx(pool);
   model::Llama model(Micro(), {.max_batch = 1}, ctx);
   model.InitWeights(ctx, 2);
-  RolloutEngine engine(model, {.max_batch = 2, .max_new = 50, .samples = 1, .eos = -1});
+  RolloutEngine engine(model.forward_weights(),
+                       {.max_batch = 2, .max_new = 50, .samples = 1, .eos = -1});
   const std::vector<std::vector<int32_t>> near_end = {std::vector<int32_t>(30, 7)};
   auto r = engine.Generate(ctx, near_end);
   ASSERT_TRUE(r.ok());

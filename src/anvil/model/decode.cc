@@ -11,28 +11,28 @@
 
 namespace anvil::model {
 
-Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
                  const LowPrecisionLinear* linear)
     : Decoder(model, max_seqs, max_len, max_rows, linear, Paging{}) {}
 
-Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
                  const LowPrecisionLinear* linear, Paging paging)
-    : model_(model), linear_(linear), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
-  const ModelConfig& cfg = model.config();
+    : fw_(model), linear_(linear), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
+  const ModelConfig& cfg = model.config;
   CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
-  CHECK(model.first_stage() && model.last_stage()) << "the decoder runs a whole model, not a stage";
+  CHECK(model.whole()) << "the decoder runs a whole model, not a stage";
   CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
       << "max_len " << max_len << " beyond model.max_seq_len";
-  CHECK(linear == nullptr || model.options().precision == Precision::kF32)
+  CHECK(linear == nullptr || model.precision == Precision::kF32)
       << "a decoder's own linear layers need an f32 model";
   lengths_.assign(max_seqs, 0);
   row_seq_.resize(max_rows);
   positions_.resize(max_rows);
-  const bool bf16 = model.options().precision == Precision::kBF16;
+  const bool bf16 = model.precision == Precision::kBF16;
   const size_t elem = bf16 ? sizeof(BF16) : sizeof(float);
   elem_ = elem;
   if (paging.page_rows == 0) {
-    cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * model.block_shape().kv() * elem);
+    cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * model.shape.kv() * elem);
   } else {
     CHECK(paging.page_rows > 0 && paging.page_rows % kernels::kAttentionKvBlock == 0)
         << "page_rows " << paging.page_rows << " must be a multiple of "
@@ -41,7 +41,7 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
     const int64_t pages = paging.pages > 0
                               ? paging.pages
                               : max_seqs * ((max_len + page_rows_ - 1) / page_rows_);
-    cache_ = AlignedBuffer(pages * cfg.n_layers * 2 * page_rows_ * model.block_shape().kv() * elem);
+    cache_ = AlignedBuffer(pages * cfg.n_layers * 2 * page_rows_ * model.shape.kv() * elem);
     tables_.resize(max_seqs);
     refs_.assign(pages, 0);
     for (int64_t p = pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
@@ -62,7 +62,7 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
   });
   arena_ = Arena(bytes, "decode");
   carve_all([&](size_t b) { return arena_.Allocate(b); });
-  if (Fp8DelayedScaling* delayed = model.fp8_delayed()) {
+  if (Fp8DelayedScaling* delayed = model.fp8_delayed) {
     // The model's delayed scales, read (decoding records no amax).
     for (int site = 0; site < cfg.n_layers * kLinearSites; ++site) {
       scratch_f32_.site_fp8.push_back(scratch_f32_.fp8->AtSite(site, delayed));
@@ -72,7 +72,7 @@ Decoder::Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t 
 
 template <typename Alloc, typename A>
 void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
-  const BlockShape& shape = model_.block_shape();  // this rank's heads and FFN columns
+  const BlockShape& shape = fw_.shape;  // this rank's heads and FFN columns
   const int64_t r = max_rows_, c = shape.dim, f = shape.ffn;
   auto f32 = [&](int64_t n) { return reinterpret_cast<float*>(alloc(n * sizeof(float))); };
   auto act = [&](int64_t n) { return reinterpret_cast<A*>(alloc(n * sizeof(A))); };
@@ -82,30 +82,30 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
   s.mlp = {f32(r), act(r * c), act(r * 2 * f), act(r * f)};
   s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
   s.block.norm_f32 = f32(r * c);
-  if (IsFp8(model_.options().precision)) {
+  if (IsFp8(fw_.precision)) {
     // The training forward's FP8 linear layers: one quantization per row and
     // the same weight blocks, so every logit is Llama::Logits' bit for bit.
-    s.fp8 = MakeFp8Linear(model_.options().precision, model_.options().fp8, shape, r, alloc);
+    s.fp8 = MakeFp8Linear(fw_.precision, fw_.fp8, shape, r, alloc);
     s.block.SetLinear(s.fp8.get());
   }
 }
 
 template <typename A>
 A* Decoder::Cache(int layer, int kv, int64_t seq) {
-  const int64_t row = model_.block_shape().kv();
+  const int64_t row = fw_.shape.kv();
   return reinterpret_cast<A*>(cache_.data()) +
          (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * max_len_) * row;
 }
 
 std::byte* Decoder::Page(int32_t page, int layer, int kv) {
-  const int64_t page_bytes = page_rows_ * model_.block_shape().kv() * static_cast<int64_t>(elem_);
+  const int64_t page_bytes = page_rows_ * fw_.shape.kv() * static_cast<int64_t>(elem_);
   return cache_.data() +
-         ((static_cast<int64_t>(page) * model_.config().n_layers + layer) * 2 + kv) * page_bytes;
+         ((static_cast<int64_t>(page) * fw_.config.n_layers + layer) * 2 + kv) * page_bytes;
 }
 
 template <typename A>
 A* Decoder::CacheRow(int layer, int kv, int64_t seq, int64_t pos) {
-  const int64_t row = model_.block_shape().kv();
+  const int64_t row = fw_.shape.kv();
   if (page_rows_ == 0) return Cache<A>(layer, kv, seq) + pos * row;
   return reinterpret_cast<A*>(Page(tables_[seq][pos / page_rows_], layer, kv)) +
          (pos % page_rows_) * row;
@@ -114,7 +114,7 @@ A* Decoder::CacheRow(int layer, int kv, int64_t seq, int64_t pos) {
 template <typename A>
 kernels::AttentionIn Decoder::CacheIn(int layer, int kv, int64_t seq) {
   constexpr DType dt = kActDType<A>;
-  const int64_t row = model_.block_shape().kv();
+  const int64_t row = fw_.shape.kv();
   if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row};
   std::vector<const void*>& ptrs = page_ptrs_[kv];  // capacity reserved: no allocation
   ptrs.clear();
@@ -133,7 +133,7 @@ void Decoder::ReleasePages(int64_t seq) {
 void Decoder::Reserve(int64_t seq, int64_t from, int64_t to) {
   if (page_rows_ == 0) return;
   std::vector<int32_t>& table = tables_[seq];
-  const int64_t page_bytes = page_rows_ * model_.block_shape().kv() * static_cast<int64_t>(elem_);
+  const int64_t page_bytes = page_rows_ * fw_.shape.kv() * static_cast<int64_t>(elem_);
   for (int64_t i = from / page_rows_; i <= (to - 1) / page_rows_; ++i) {
     if (i < static_cast<int64_t>(table.size()) && refs_[table[i]] == 1) continue;
     CHECK(!free_.empty()) << "the paged KV cache is out of pages (" << refs_.size()
@@ -143,7 +143,7 @@ void Decoder::Reserve(int64_t seq, int64_t from, int64_t to) {
     refs_[page] = 1;
     if (i < static_cast<int64_t>(table.size())) {  // shared: copy, then write the copy
       const int32_t shared = table[i];
-      for (int l = 0; l < model_.config().n_layers; ++l) {
+      for (int l = 0; l < fw_.config.n_layers; ++l) {
         for (int kv = 0; kv < 2; ++kv) std::memcpy(Page(page, l, kv), Page(shared, l, kv), page_bytes);
       }
       --refs_[shared];
@@ -180,7 +180,7 @@ template <typename A>
 void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
                   float* logits) {
   ANVIL_TRACE_ZONE("decoder_run");
-  const ModelConfig& cfg = model_.config();
+  const ModelConfig& cfg = fw_.config;
   Scratch<A>* sp;
   if constexpr (std::is_same_v<A, float>) {
     sp = &scratch_f32_;
@@ -188,7 +188,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     sp = &scratch_bf16_;
   }
   Scratch<A>& s = *sp;
-  const BlockShape& shape = model_.block_shape();
+  const BlockShape& shape = fw_.shape;
   const int64_t qkv = shape.qkv(), q_cols = shape.q(), kv_cols = shape.kv();
   for (int64_t r = 0; r < n; ++r) {
     const int64_t seq = row_seq_[r];
@@ -205,14 +205,14 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   TokenLayout tok;
   tok.n = n;
   tok.positions = positions_.data();
-  tok.rope = model_.rope();
+  tok.rope = fw_.rope;
   constexpr DType dt = kActDType<A>;
   const kernels::AttentionDims dims = AttentionDimsOf(shape);
   float* x = s.x;
   float* y = s.y;
-  EmbeddingBlockForward(cfg, model_.weight_view().embed, n, tokens.data(), x, ctx);
+  EmbeddingBlockForward(cfg, fw_.w.embed, n, tokens.data(), x, ctx);
   for (int l = 0; l < cfg.n_layers; ++l) {
-    const AttentionWeights<A> aw = model_.AttentionWeightsOf<A>(l);
+    const AttentionWeights<A> aw = fw_.Attention<A>(l);
     // The training forward's GEMMs for this layer: FP8 or, kept in high
     // precision, f32; or the caller's (quantized inference) for every layer.
     BlockScratch<A> block = s.block;
@@ -221,7 +221,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
         block.linear[site] = &s.site_fp8[l * kLinearSites + site];
       }
     }
-    if (!model_.Fp8Layer(l)) block.SetLinear(nullptr);
+    if (!fw_.Fp8Layer(l)) block.SetLinear(nullptr);
     if (linear_ != nullptr) block.SetLinear(linear_);
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
@@ -240,11 +240,11 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
       r0 = r1;
     }
     AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.Linear(kOutSite));
-    MlpBlockForward(shape, model_.MlpWeightsOf<A>(l), n, y, x, s.mlp, block, ctx);
+    MlpBlockForward(shape, fw_.Mlp<A>(l), n, y, x, s.mlp, block, ctx);
   }
   HeadSaved<A> head = s.head;
   head.logits = logits;
-  HeadLogits(cfg, model_.HeadWeightsOf<A>(), n, x, head, s.block, ctx);
+  HeadLogits(cfg, fw_.Head<A>(), n, x, head, s.block, ctx);
   for (int64_t r = 0; r < n; ++r) lengths_[row_seq_[r]] = positions_[r] + 1;
 }
 
@@ -254,7 +254,7 @@ void Decoder::Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const
   CHECK(seq >= 0 && seq < max_seqs_) << "sequence " << seq;
   CHECK(n > 0 && n <= max_rows_) << n << " tokens: the decoder takes 1.." << max_rows_;
   for (int64_t r = 0; r < n; ++r) row_seq_[r] = seq;
-  if (!Bf16Activations(model_.options().precision)) {
+  if (!Bf16Activations(fw_.precision)) {
     Run<float>(ctx, n, tokens, logits);
   } else {
     Run<BF16>(ctx, n, tokens, logits);
@@ -280,7 +280,7 @@ void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int64_t> seqs,
     for (int64_t q = 0; q < r; ++q) CHECK_NE(seqs[q], seqs[r]) << "a sequence twice in a step";
     row_seq_[r] = seqs[r];
   }
-  if (!Bf16Activations(model_.options().precision)) {
+  if (!Bf16Activations(fw_.precision)) {
     Run<float>(ctx, n, tokens, logits);
   } else {
     Run<BF16>(ctx, n, tokens, logits);

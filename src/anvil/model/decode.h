@@ -2,7 +2,9 @@
 // one at a time (or one per sequence, batched), getting logits. It runs the
 // training forward's kernels on the same weights (GEMM, RMSNorm, RoPE,
 // SwiGLU) and kernels::AttentionDecode on the cache, so every logit is bitwise
-// equal to Llama::Logits on the whole sequence (DESIGN.md contract 3).
+// equal to Llama::Logits on the whole sequence (DESIGN.md contract 3). It
+// reads a model through its ForwardWeights: a training Llama's, or an
+// InferenceModel's (no training model needed).
 // Sizes are fixed at construction; a call allocates nothing.
 #pragma once
 
@@ -15,7 +17,7 @@
 #include "anvil/core/arena.h"
 #include "anvil/kernels/attention.h"
 #include "anvil/kernels/ctx.h"
-#include "anvil/model/llama.h"
+#include "anvil/model/forward_weights.h"
 #include "anvil/model/low_precision_linear.h"
 
 namespace anvil::model {
@@ -28,7 +30,7 @@ class Decoder {
   // With `linear` (e.g. IntLinear: quantized inference; it outlives the
   // decoder) every layer's linear GEMMs run through it instead, so the
   // logits are that format's, not Llama::Logits'.
-  Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+  Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
           const LowPrecisionLinear* linear = nullptr);
 
   // A paged cache: `pages` pages of `page_rows` positions (a multiple of
@@ -40,7 +42,7 @@ class Decoder {
     int64_t page_rows = 0;  // 0: contiguous, max_len positions per sequence
     int64_t pages = 0;      // 0: enough for every sequence at max_len
   };
-  Decoder(const Llama& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
+  Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
           const LowPrecisionLinear* linear, Paging paging);
 
   void Reset();  // every sequence empty
@@ -96,7 +98,7 @@ class Decoder {
   void ReleasePages(int64_t seq);
   std::byte* Page(int32_t page, int layer, int kv);
 
-  const Llama& model_;
+  const ForwardWeights& fw_;
   const LowPrecisionLinear* linear_;
   int64_t max_seqs_, max_len_, max_rows_;
   std::vector<int64_t> lengths_;

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "anvil/core/check.h"
-#include "anvil/model/llama.h"
+#include "anvil/model/forward_weights.h"
 
 namespace anvil::model {
 
@@ -26,29 +26,29 @@ const char* WeightQuantName(WeightQuant quant) {
   return "?";
 }
 
-IntLinear::IntLinear(const Llama& model, WeightQuant quant, int64_t max_rows,
+IntLinear::IntLinear(const ForwardWeights& model, WeightQuant quant, int64_t max_rows,
                      const kernels::KernelCtx& ctx)
     : max_rows_(max_rows) {
   CHECK(quant != WeightQuant::kNone) << "IntLinear needs w8a8 or w4a8";
-  CHECK(model.options().precision == Precision::kF32)
+  CHECK(model.precision == Precision::kF32)
       << "integer inference quantizes an f32 model's weights, not "
-      << PrecisionName(model.options().precision);
+      << PrecisionName(model.precision);
   bits_ = quant == WeightQuant::kW8A8 ? kernels::IntBits::kInt8 : kernels::IntBits::kInt4;
   Requantize(model, ctx);
-  const BlockShape& s = model.block_shape();
+  const BlockShape& s = model.shape;
   const int64_t widest = std::max({s.dim, s.q(), s.ffn});
   rows_ = AlignedBuffer(kernels::IntRowsBytes(max_rows, widest));
 }
 
-void IntLinear::Requantize(const Llama& model, const kernels::KernelCtx& ctx) {
-  const BlockShape& s = model.block_shape();
+void IntLinear::Requantize(const ForwardWeights& model, const kernels::KernelCtx& ctx) {
+  const BlockShape& s = model.shape;
   weights_.clear();
   auto add = [&](const float* w, int64_t in, int64_t out) {
     weights_.emplace(w, kernels::QuantizeWeightsInt(ctx, in, out, w, 0, bits_));
   };
-  for (int l = 0; l < model.config().n_layers; ++l) {
-    const AttentionWeights<float> aw = model.AttentionWeightsOf<float>(l);
-    const MlpWeights<float> mw = model.MlpWeightsOf<float>(l);
+  for (int l = 0; l < model.config.n_layers; ++l) {
+    const AttentionWeights<float> aw = model.Attention<float>(l);
+    const MlpWeights<float> mw = model.Mlp<float>(l);
     add(aw.wqkv, s.dim, s.qkv());
     add(aw.wo, s.q(), s.dim);
     add(mw.w_gate_up, s.dim, 2 * s.ffn);

@@ -18,7 +18,7 @@
 
 namespace anvil::model {
 
-class Llama;
+struct ForwardWeights;
 
 enum class WeightQuant : uint8_t { kNone, kW8A8, kW4A8 };
 Result<WeightQuant> ParseWeightQuant(const std::string& name);  // "none" | "w8a8" | "w4a8"
@@ -29,12 +29,12 @@ class IntLinear : public LowPrecisionLinear {
   // Quantizes `model`'s layer weights (an f32 model: the weights read are its
   // f32 masters, as they are when the call is made) for calls of up to
   // `max_rows` token rows.
-  IntLinear(const Llama& model, WeightQuant quant, int64_t max_rows,
+  IntLinear(const ForwardWeights& model, WeightQuant quant, int64_t max_rows,
             const kernels::KernelCtx& ctx);
 
   // Quantizes the model's current weights again (they changed: an RL
   // rollout after a training step).
-  void Requantize(const Llama& model, const kernels::KernelCtx& ctx);
+  void Requantize(const ForwardWeights& model, const kernels::KernelCtx& ctx);
 
   // Bytes of the quantized weights (codes and scales).
   int64_t weight_bytes() const;

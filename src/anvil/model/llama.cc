@@ -36,19 +36,24 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   CHECK(!config.tie_embeddings || (options_.buffers.weights && options_.buffers.grads))
       << "a model with tied embeddings holds whole weights and grads (the LM head is the "
          "embedding: one tensor in two units)";
+  fw_.config = config;
+  fw_.precision = options_.precision;
+  fw_.fp8 = options_.fp8;
+  fw_.fp8_high_precision_layers = options_.fp8_high_precision_layers;
+  fw_.shape = shape_;
+  fw_.stage = options_.stage;
+  fw_.rope = BuildRope(ctx, config, rope_storage_);
   // Views of the buffers held; the others are bound unit by unit.
-  w_.layers.resize(config.n_layers);
-  wb_.layers.resize(config.n_layers);
+  fw_.w.layers.resize(config.n_layers);
+  fw_.wb.layers.resize(config.n_layers);
   g_.layers.resize(config.n_layers);
-  if (params_.has_weights()) w_ = params_.View(static_cast<const float*>(params_.weights().data()));
+  if (params_.has_weights()) {
+    fw_.w = params_.View(static_cast<const float*>(params_.weights().data()));
+  }
   if (params_.has_grads()) g_ = params_.GradView();
-  if (params_.has_bf16()) wb_ = params_.View(static_cast<const BF16*>(params_.bf16().data()));
+  if (params_.has_bf16()) fw_.wb = params_.View(static_cast<const BF16*>(params_.bf16().data()));
   unit_begins_ = UnitBegins(config, options_.shard, options_.stage);
 
-  rope_storage_ = AlignedBuffer(kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) *
-                                sizeof(float));
-  rope_ = kernels::RopeBuildTable(ctx, config.max_seq_len, config.head_dim(), config.rope_theta,
-                                  reinterpret_cast<float*>(rope_storage_.data()));
   cu_seqlens_.resize(max_tokens_ + 1);
   positions_.resize(max_tokens_);
 
@@ -67,6 +72,7 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
     fp8_delayed_ = std::make_unique<Fp8DelayedScaling>(config.n_layers * kLinearSites,
                                                        r.amax_history, r.amax_most_recent,
                                                        r.forward, r.grad);
+    fw_.fp8_delayed = fp8_delayed_.get();
     Store<float>& s = store_f32_;
     s.site_fp8.reserve(static_cast<size_t>(end_layer_ - first_layer_) * kLinearSites);
     for (int l = first_layer_; l < end_layer_; ++l) {
@@ -170,14 +176,9 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
   s.scratch_f32_gemms.SetLinear(nullptr);
 }
 
-bool Llama::Fp8Layer(int layer) const {
-  const int keep = options_.fp8_high_precision_layers;
-  return IsFp8(options_.precision) && layer >= keep && layer < config_.n_layers - keep;
-}
-
 template <typename A>
 const BlockScratch<A>& Llama::LayerScratch(const Store<A>& s, int layer) const {
-  if (!Fp8Layer(layer)) return s.scratch_f32_gemms;
+  if (!fw_.Fp8Layer(layer)) return s.scratch_f32_gemms;
   return s.layer_scratch.empty() ? s.scratch : s.layer_scratch[layer - first_layer_];
 }
 
@@ -188,31 +189,6 @@ Llama::Store<float>& Llama::store<float>() {
 template <>
 Llama::Store<BF16>& Llama::store<BF16>() {
   return store_bf16_;
-}
-
-template <>
-AttentionWeights<float> Llama::AttentionWeightsOf<float>(int l) const {
-  return {w_.layers[l].attn_norm, w_.layers[l].wqkv, w_.layers[l].wo};
-}
-template <>
-AttentionWeights<BF16> Llama::AttentionWeightsOf<BF16>(int l) const {
-  return {w_.layers[l].attn_norm, wb_.layers[l].wqkv, wb_.layers[l].wo};
-}
-template <>
-MlpWeights<float> Llama::MlpWeightsOf<float>(int l) const {
-  return {w_.layers[l].mlp_norm, w_.layers[l].w_gate_up, w_.layers[l].w_down};
-}
-template <>
-MlpWeights<BF16> Llama::MlpWeightsOf<BF16>(int l) const {
-  return {w_.layers[l].mlp_norm, wb_.layers[l].w_gate_up, wb_.layers[l].w_down};
-}
-template <>
-HeadWeights<float> Llama::HeadWeightsOf<float>() const {
-  return {w_.final_norm, w_.lm_head};
-}
-template <>
-HeadWeights<BF16> Llama::HeadWeightsOf<BF16>() const {
-  return {w_.final_norm, wb_.lm_head};
 }
 
 void Llama::InitWeights(const kernels::KernelCtx& ctx, uint64_t seed) {
@@ -246,8 +222,8 @@ void Llama::BindUnitWeights(int unit, const float* weights, const BF16* bf16) {
   const int64_t begin = unit_begin(unit), end = unit_begin(unit + 1);
   for (const ParamInfo& p : params_.params()) {
     if (p.offset < begin || p.offset >= end) continue;
-    SetViewPointer(w_, p, weights + (p.offset - begin));
-    if (bf16 != nullptr) SetViewPointer(wb_, p, bf16 + (p.offset - begin));
+    SetViewPointer(fw_.w, p, weights + (p.offset - begin));
+    if (bf16 != nullptr) SetViewPointer(fw_.wb, p, bf16 + (p.offset - begin));
   }
 }
 
@@ -266,7 +242,7 @@ TokenLayout Llama::Layout(const Batch& batch) {
   CHECK_EQ(static_cast<int64_t>(batch.tokens.size()), n) << "batch.tokens";
   TokenLayout tok;
   tok.n = n;
-  tok.rope = rope_;
+  tok.rope = fw_.rope;
   if (batch.cu_seqlens.empty()) {
     CHECK(batch.positions.empty()) << "positions without cu_seqlens";
     CHECK_LE(batch.seq_len, config_.max_seq_len) << "seq_len beyond model.max_seq_len";
@@ -321,19 +297,19 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
   Store<A>& s = store<A>();
   Slot<A>& slot = s.slots[0];
   hooks.BeforeForward(0);
-  EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), slot.resid[0], ctx);
+  EmbeddingBlockForward(config_, fw_.w.embed, n, batch.tokens.data(), slot.resid[0], ctx);
   // Layer 0's buffers for every layer, the residual stream ping-ponging.
   float* x = slot.resid[0];
   float* y = slot.resid[1];
   for (int l = first_layer_; l < end_layer_; ++l) {
     hooks.BeforeForward(layer_unit_ + l - first_layer_);
-    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), x, y, slot.attn[0], tok,
-                          LayerScratch(s, l), ctx);
-    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, y, x, slot.mlp[0], LayerScratch(s, l), ctx);
+    AttentionBlockForward(shape_, fw_.Attention<A>(l), x, y, slot.attn[0], tok, LayerScratch(s, l),
+                          ctx);
+    MlpBlockForward(shape_, fw_.Mlp<A>(l), n, y, x, slot.mlp[0], LayerScratch(s, l), ctx);
   }
   hooks.HeadInput(x, nullptr, n);
   hooks.BeforeForward(num_units() - 1);
-  const HeadWeights<A> hw = HeadWeightsOf<A>();
+  const HeadWeights<A> hw = fw_.Head<A>();
   if (logits_out != nullptr) {  // straight into the caller's [N, V]
     HeadSaved<A> head = s.head;
     head.logits = logits_out;
@@ -357,17 +333,17 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   const int64_t nc = n * config_.dim;
   if (first_stage()) {
     hooks.BeforeForward(0);
-    EmbeddingBlockForward(config_, w_.embed, n, batch.tokens.data(), slot.resid[0], ctx);
+    EmbeddingBlockForward(config_, fw_.w.embed, n, batch.tokens.data(), slot.resid[0], ctx);
     hooks.Probe("embed", slot.resid[0], nc);
   }
   for (int l = first_layer_; l < end_layer_; ++l) {
     const int i = l - first_layer_;
     hooks.BeforeForward(layer_unit_ + i);
-    AttentionBlockForward(shape_, AttentionWeightsOf<A>(l), slot.resid[2 * i],
-                          slot.resid[2 * i + 1], slot.attn[i], tok, LayerScratch(s, l), ctx);
+    AttentionBlockForward(shape_, fw_.Attention<A>(l), slot.resid[2 * i], slot.resid[2 * i + 1],
+                          slot.attn[i], tok, LayerScratch(s, l), ctx);
     if (hooks.probing())
       hooks.Probe(fmt::format("layers.{}.attn_out", l), slot.resid[2 * i + 1], nc);
-    MlpBlockForward(shape_, MlpWeightsOf<A>(l), n, slot.resid[2 * i + 1], slot.resid[2 * i + 2],
+    MlpBlockForward(shape_, fw_.Mlp<A>(l), n, slot.resid[2 * i + 1], slot.resid[2 * i + 2],
                     slot.mlp[i], LayerScratch(s, l), ctx);
     if (hooks.probing())
       hooks.Probe(fmt::format("layers.{}.mlp_out", l), slot.resid[2 * i + 2], nc);
@@ -389,9 +365,9 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   CHECK(batch.loss_weights.empty() || static_cast<int64_t>(batch.loss_weights.size()) == n)
       << "batch.loss_weights holds " << batch.loss_weights.size() << " values for " << n << " rows";
   const auto xs = HeadForwardBackward(
-      config_, HeadWeightsOf<A>(), n, options_.head_chunk_rows, slot.resid.back(), targets,
-      loss_scale, batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), s.head,
-      slot.d_resid, HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+      config_, fw_.Head<A>(), n, options_.head_chunk_rows, slot.resid.back(), targets, loss_scale,
+      batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), s.head, slot.d_resid,
+      HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
   hooks.HeadInput(slot.resid.back(), slot.d_resid, n);
   hooks.Probe("head.d_in", slot.d_resid, nc);
   hooks.GradsReady(unit_begins_[head_unit]);
@@ -410,8 +386,8 @@ void Llama::RunBackward(const kernels::KernelCtx& ctx, int slot_index, const Bat
   for (int l = end_layer_ - 1; l >= first_layer_; --l) {
     const int i = l - first_layer_;
     hooks.BeforeBackward(layer_unit_ + i);
-    const AttentionWeights<A> aw = AttentionWeightsOf<A>(l);
-    const MlpWeights<A> mw = MlpWeightsOf<A>(l);
+    const AttentionWeights<A> aw = fw_.Attention<A>(l);
+    const MlpWeights<A> mw = fw_.Mlp<A>(l);
     const BlockScratch<A>& scratch = LayerScratch(s, l);
     if (options_.recompute == Recompute::kFull) {
       AttentionBlockForward(shape_, aw, slot.resid[2 * i], nullptr, slot.attn[i], tok, scratch,

@@ -28,6 +28,7 @@
 #include "anvil/kernels/rope.h"
 #include "anvil/model/attention_block.h"
 #include "anvil/model/config.h"
+#include "anvil/model/forward_weights.h"
 #include "anvil/model/fp8_linear.h"
 #include "anvil/model/head_block.h"
 #include "anvil/model/mlp_block.h"
@@ -143,9 +144,6 @@ class Llama {
   const LlamaOptions& options() const { return options_; }
   // A layer's sizes on this rank (its heads and FFN columns).
   const BlockShape& block_shape() const { return shape_; }
-  // Whether layer l's linear GEMMs run in FP8 (an FP8 precision, and not one
-  // of the high-precision layers at either end).
-  bool Fp8Layer(int layer) const;
   // fp8-delayed: the tensors' amax histories and scales (the trainer runs
   // its BeginStep/EndStep around each step and checkpoints it); else null.
   Fp8DelayedScaling* fp8_delayed() const { return fp8_delayed_.get(); }
@@ -223,16 +221,9 @@ class Llama {
   size_t activation_capacity() const { return arena_.capacity(); }
   size_t activation_high_water() const { return arena_.high_water(); }
 
-  // Weight views for the blocks in the step's precision (A = float or BF16);
-  // used by the decoder.
-  template <typename A>
-  AttentionWeights<A> AttentionWeightsOf(int layer) const;
-  template <typename A>
-  MlpWeights<A> MlpWeightsOf(int layer) const;
-  template <typename A>
-  HeadWeights<A> HeadWeightsOf() const;
-  const kernels::RopeTable& rope() const { return rope_; }
-  const ModelView<const float>& weight_view() const { return w_; }
+  // What a forward reads (the decoder too): shape, precision, RoPE table and
+  // weight views, kept current as units are bound.
+  const ForwardWeights& forward_weights() const { return fw_; }
 
  private:
   // Pointers into the arena for activations of N = max B*T rows. NL: the
@@ -290,11 +281,9 @@ class Llama {
   // UnitBegins: also where the grads become final during backward (the
   // first tensor of each layer, and of the head).
   std::vector<int64_t> unit_begins_;
-  ModelView<const float> w_;  // master weights
-  ModelView<const BF16> wb_;  // bf16 shadow (bf16 precision)
-  ModelView<float> g_;        // grads
+  ForwardWeights fw_;   // the weight views (master and bf16), RoPE table, precision
+  ModelView<float> g_;  // grads
   AlignedBuffer rope_storage_;
-  kernels::RopeTable rope_;
   std::vector<int32_t> cu_seqlens_;  // fixed-window layouts, sized up front
   std::vector<int32_t> positions_;
   Arena arena_;

@@ -17,17 +17,18 @@ AsyncRollouts::AsyncRollouts(const Policy& policy, const infer::RolloutOptions& 
     : pool_(threads) {
   CHECK_GE(threads, 1);
   ctx_ = infer::MakeModelCtx(pool_, policy.config);
-  model::LlamaOptions model_options = policy.llama->options();
-  model_options.max_batch = 1;  // the engine decodes; one row for a check's recompute
-  snapshot_ = std::make_unique<model::Llama>(policy.config, model_options, *ctx_);
+  snapshot_ = std::make_unique<model::InferenceModel>(
+      policy.config, model::InferenceOptions{.precision = policy.llama->options().precision},
+      *ctx_);
   Snapshot(*policy.llama);
   infer::RolloutOptions o = options;
   if (quant != model::WeightQuant::kNone) {
     quantized_ = std::make_unique<model::IntLinear>(
-        *snapshot_, quant, std::max(options.max_batch, policy.config.max_seq_len), *ctx_);
+        snapshot_->forward_weights(), quant, std::max(options.max_batch, policy.config.max_seq_len),
+        *ctx_);
     o.linear = quantized_.get();
   }
-  engine_ = std::make_unique<infer::RolloutEngine>(*snapshot_, o);
+  engine_ = std::make_unique<infer::RolloutEngine>(snapshot_->forward_weights(), o);
 }
 
 AsyncRollouts::~AsyncRollouts() {
@@ -47,7 +48,7 @@ void AsyncRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t ste
   CHECK(!in_flight()) << "one draw at a time";
   prompts_ = std::move(prompts);
   pending_ = std::async(std::launch::async, [this, step, staleness]() -> Result<Rollouts> {
-    if (quantized_) quantized_->Requantize(*snapshot_, *ctx_);
+    if (quantized_) quantized_->Requantize(snapshot_->forward_weights(), *ctx_);
     ASSIGN_OR_RETURN(Rollouts r, GenerateRollouts(*engine_, *ctx_, prompts_, step));
     r.staleness = staleness;
     return r;

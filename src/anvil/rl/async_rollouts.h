@@ -10,8 +10,9 @@
 // for bit (the test recomputes them).
 //
 // The snapshot is a copy (the trainer updates the live weights while it is
-// read). A checkpoint holds it (SaveSnapshot), so a resumed run draws its
-// next step's samples from the same weights again: bitwise the same run.
+// read), a decode-only model::InferenceModel. A checkpoint holds it
+// (SaveSnapshot), so a resumed run draws its next step's samples from the
+// same weights again: bitwise the same run.
 //
 // Not the MPI form yet: rollout and trainer ranks once the distributed
 // layers carry a policy.
@@ -26,6 +27,7 @@
 #include "anvil/core/status.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/infer/rollout.h"
+#include "anvil/model/inference_model.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/model/llama.h"
 #include "anvil/rl/policy.h"
@@ -57,13 +59,13 @@ class AsyncRollouts {
   // same shape.
   Status SaveSnapshot(const std::string& path) const;
   Status LoadSnapshot(const std::string& path);
-  model::Llama& snapshot() { return *snapshot_; }
+  const model::InferenceModel& snapshot() const { return *snapshot_; }
   const kernels::KernelCtx& ctx() const { return *ctx_; }
 
  private:
   ThreadPool pool_;
   std::unique_ptr<kernels::KernelCtx> ctx_;
-  std::unique_ptr<model::Llama> snapshot_;
+  std::unique_ptr<model::InferenceModel> snapshot_;
   std::unique_ptr<model::IntLinear> quantized_;
   std::unique_ptr<infer::RolloutEngine> engine_;
   std::vector<std::vector<int32_t>> prompts_;  // the draw in flight's

@@ -48,8 +48,12 @@ TEST(AsyncRolloutsTest, SamplesAreTheSnapshotsExactly) {
   ASSERT_TRUE(drawn.ok()) << drawn.status().ToString();
   EXPECT_EQ(drawn->staleness, 1);
   ASSERT_EQ(drawn->samples.size(), 6u);
-  auto exact = infer::RecomputeLogProbs(async.snapshot(), async.ctx(), prompts, drawn->samples,
-                                        options.sampling);
+  // The trainer's forward with the snapshot's weights.
+  model::Llama trainer(policy.config, {.max_batch = 2}, *policy.ctx);
+  const std::span<const float> snap = async.snapshot().params().weights();
+  std::copy(snap.begin(), snap.end(), trainer.params().weights().begin());
+  auto exact =
+      infer::RecomputeLogProbs(trainer, *policy.ctx, prompts, drawn->samples, options.sampling);
   ASSERT_TRUE(exact.ok()) << exact.status().ToString();
   auto live = infer::RecomputeLogProbs(*policy.llama, *policy.ctx, prompts, drawn->samples,
                                        options.sampling);

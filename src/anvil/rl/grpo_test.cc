@@ -99,9 +99,12 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   cfg.max_seq_len = 16;
   constexpr int kPrompts = 8, kGroup = 4;
   model::Llama model(cfg, {.max_batch = kPrompts * kGroup}, ctx);
-  infer::RolloutEngine engine(model, {.max_batch = 16, .max_new = 6, .samples = kGroup,
-                                      .eos = -1,
-                                      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1}});
+  infer::RolloutEngine engine(model.forward_weights(),
+                              {.max_batch = 16,
+                               .max_new = 6,
+                               .samples = kGroup,
+                               .eos = -1,
+                               .sampling = {.temperature = 1, .top_k = 0, .top_p = 1}});
   std::mt19937 rng(1);
   std::vector<std::vector<int32_t>> prompts(kPrompts);
   for (auto& p : prompts) {
@@ -167,14 +170,18 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   {
     model.InitWeights(ctx, 4);
     optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
-    model::IntLinear w8a8(model, model::WeightQuant::kW8A8, 16, ctx);
-    infer::RolloutEngine quantized(
-        model, {.max_batch = 16, .max_new = 6, .samples = kGroup, .eos = -1,
-                .sampling = {.temperature = 1, .top_k = 0, .top_p = 1}, .linear = &w8a8});
+    model::IntLinear w8a8(model.forward_weights(), model::WeightQuant::kW8A8, 16, ctx);
+    infer::RolloutEngine quantized(model.forward_weights(),
+                                   {.max_batch = 16,
+                                    .max_new = 6,
+                                    .samples = kGroup,
+                                    .eos = -1,
+                                    .sampling = {.temperature = 1, .top_k = 0, .top_p = 1},
+                                    .linear = &w8a8});
     std::vector<double> reward;
     double max_diff = 0, tis_off = 0;
     for (int step = 0; step < 25; ++step) {
-      w8a8.Requantize(model, ctx);
+      w8a8.Requantize(model.forward_weights(), ctx);
       auto r = PolicyStep(model, adamw, 1e-2, 1.0, step, ctx, quantized, prompts, kGroup, sevens,
                           {});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -191,7 +198,8 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   }
   optim::AdamW adamw(oc, optim::LlamaParamGroups(model.params()), model.params().size());
   // Sampling from anything but the policy is refused.
-  infer::RolloutEngine tempered(model, {.samples = kGroup, .sampling = {.temperature = 0.7}});
+  infer::RolloutEngine tempered(model.forward_weights(),
+                                {.samples = kGroup, .sampling = {.temperature = 0.7}});
   EXPECT_FALSE(
       PolicyStep(model, adamw, 1e-2, 1.0, 0, ctx, tempered, prompts, kGroup, sevens, {}).ok());
 }

@@ -230,11 +230,11 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     infer::RolloutOptions o = engine_options;
     if (gc.rollout_quant != model::WeightQuant::kNone) {
       quantized = std::make_unique<model::IntLinear>(
-          *policy.llama, gc.rollout_quant, std::max(rollout_batch, policy.config.max_seq_len),
-          ctx);
+          policy.llama->forward_weights(), gc.rollout_quant,
+          std::max(rollout_batch, policy.config.max_seq_len), ctx);
       o.linear = quantized.get();
     }
-    engine = std::make_unique<infer::RolloutEngine>(*policy.llama, o);
+    engine = std::make_unique<infer::RolloutEngine>(policy.llama->forward_weights(), o);
   } else {
     async = std::make_unique<AsyncRollouts>(policy, engine_options, gc.rollout_quant,
                                             static_cast<int>(gc.rollout_threads));
@@ -334,7 +334,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       async->Snapshot(*policy.llama);
       if (step + 1 < rc.steps) async->Start(step_prompts(step + 1, nullptr), step + 1, 1);
     } else {
-      if (quantized) quantized->Requantize(*policy.llama, ctx);  // last step's weights
+      if (quantized) quantized->Requantize(policy.llama->forward_weights(), ctx);
       ASSIGN_OR_RETURN(rollouts, GenerateRollouts(*engine, ctx, prompts, step));
       m.rollout_wait_seconds = rollouts.stats.seconds;
     }

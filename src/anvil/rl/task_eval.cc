@@ -22,12 +22,12 @@ Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t
     held_out.push_back(MakeProblem(task, Split::kHeldOut, static_cast<uint64_t>(i)));
     prompts.push_back(policy.PromptTokens(held_out.back().prompt));
   }
-  infer::RolloutEngine engine(
-      *policy.llama, {.max_batch = std::clamp<int64_t>(max_batch, 1, problems),
-                      .max_new = max_new,
-                      .samples = 1,
-                      .eos = policy.eos(),
-                      .sampling = {.greedy = true}});
+  infer::RolloutEngine engine(policy.llama->forward_weights(),
+                              {.max_batch = std::clamp<int64_t>(max_batch, 1, problems),
+                               .max_new = max_new,
+                               .samples = 1,
+                               .eos = policy.eos(),
+                               .sampling = {.greedy = true}});
   ASSIGN_OR_RETURN(const std::vector<infer::RolloutSample> answers,
                    engine.Generate(*policy.ctx, prompts));
   TaskEval e;

@@ -1,0 +1,52 @@
+// What a forward pass over a model reads, as views: its shape, precision
+// (with the FP8 recipe's settings and fp8-delayed's scales), the RoPE table
+// and the weights (f32 masters and, in bf16, the bf16 copy). The training
+// Llama keeps one over its buffers; an InferenceModel (inference_model.h)
+// over its own, without gradients or an activation store. The decoder and
+// the integer layers read a model through it, so decoding needs no training
+// model. Views only: the owner's buffers must outlive it.
+#pragma once
+
+#include "anvil/core/aligned_buffer.h"
+#include "anvil/kernels/ctx.h"
+#include "anvil/kernels/rope.h"
+#include "anvil/model/attention_block.h"
+#include "anvil/model/config.h"
+#include "anvil/model/fp8_delayed_scaling.h"
+#include "anvil/model/fp8_linear.h"
+#include "anvil/model/head_block.h"
+#include "anvil/model/mlp_block.h"
+#include "anvil/model/shard.h"
+#include "anvil/model/weights.h"
+
+namespace anvil::model {
+
+struct ForwardWeights {
+  ModelConfig config;
+  Precision precision = Precision::kF32;
+  Fp8Recipe fp8 = {};                 // the FP8 precisions'
+  int fp8_high_precision_layers = 0;  // first and last layers kept out of FP8
+  BlockShape shape;                   // this rank's heads and FFN columns
+  StageRange stage = {};              // the layers held (a pipeline stage's, or all)
+  kernels::RopeTable rope = {};
+  ModelView<const float> w;                  // master weights
+  ModelView<const BF16> wb;                  // the bf16 copy (bf16 precision)
+  Fp8DelayedScaling* fp8_delayed = nullptr;  // fp8-delayed: the amax histories and scales
+
+  bool whole() const { return stage.has_embedding() && stage.has_head(config); }
+  // Whether layer `layer` runs its GEMMs in FP8.
+  bool Fp8Layer(int layer) const;
+  // The blocks' weights in the step's precision (A = float or BF16).
+  template <typename A>
+  AttentionWeights<A> Attention(int layer) const;
+  template <typename A>
+  MlpWeights<A> Mlp(int layer) const;
+  template <typename A>
+  HeadWeights<A> Head() const;
+};
+
+// The RoPE table of `config` in `storage` (allocated here).
+kernels::RopeTable BuildRope(const kernels::KernelCtx& ctx, const ModelConfig& config,
+                             AlignedBuffer& storage);
+
+}  // namespace anvil::model
