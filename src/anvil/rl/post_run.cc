@@ -5,7 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -53,12 +52,9 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
   kind_ = kind;
   options_ = options;
   ASSIGN_OR_RETURN(run_, PostRunConfig::FromConfig(config_, kind));
-  int threads = static_cast<int>(run_.threads);
-  if (threads == 0 && options_.reserved_threads > 0) {
-    threads = std::max(1, DefaultThreadCount() - options_.reserved_threads);
-  }
-  const PolicyOptions policy_options{
-      .precision = run_.precision, .max_batch = max_batch, .threads = threads};
+  const PolicyOptions policy_options{.precision = run_.precision,
+                                     .max_batch = max_batch,
+                                     .threads = static_cast<int>(run_.threads)};
   const std::string latest = options_.run_dir + "/" + io::kLatestFile;
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));

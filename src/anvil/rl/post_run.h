@@ -33,9 +33,6 @@ namespace anvil::rl {
 struct PostRunOptions {
   std::string run_dir;
   bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
-  // Cores kept for the caller's own threads (asynchronous rollouts): with
-  // <kind>.threads = 0 the policy's pool takes the others (at least 1).
-  int reserved_threads = 0;
 };
 
 // What a run reports as it goes (the command prints them).

@@ -33,7 +33,8 @@ struct RlRunConfig {
   PolicyStepConfig step;
   // 0: colocated, every step's samples from the weights it trains; 1: the
   // next step's samples drawn while this one trains (async_rollouts.h), on
-  // rl.rollout_threads threads of their own.
+  // rl.rollout_threads threads of their own beside the trainer's rl.threads
+  // (the pools park idle workers, so 2 + 1 on 2 cores measured fastest).
   int64_t max_staleness = 0;
   // Rollouts also stop once a sample's text holds this (e.g. "\n": the
   // reward reads the answer up to its first newline); "": eos and max_new only.
@@ -192,10 +193,8 @@ std::string StepJson(const RlStepMetrics& m) {
 
 Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks) {
   ASSIGN_OR_RETURN(const RlRunConfig gc, RlRunConfig::FromConfig(config));
-  PostRunOptions run_options = options;
-  if (gc.max_staleness > 0) run_options.reserved_threads = static_cast<int>(gc.rollout_threads);
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
-                   PostRun::Create(std::move(config), "rl", run_options, gc.samples_per_step(),
+                   PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
                                    /*fresh=*/nullptr));
   RETURN_IF_ERROR(run->Start());
   const PostRunConfig& rc = run->config();
