@@ -16,6 +16,7 @@
 #include "anvil/model/decode.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/int_linear.h"
+#include "anvil/model/packed_linear.h"
 
 namespace anvil::infer {
 
@@ -90,10 +91,18 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     }
   }
   Stopwatch quantize_watch;
-  std::unique_ptr<model::IntLinear> linear;
+  // Integer layers (--quant), or f32 weights packed once: every token
+  // multiplies by them (the LM head's GEMM would pack its transposed weights
+  // at each one).
+  std::unique_ptr<model::LowPrecisionLinear> linear;
   if (quant != model::WeightQuant::kNone) {
-    linear = std::make_unique<model::IntLinear>(m.forward_weights(), quant, max_len, ctx);
-    r.quant_weight_bytes = linear->weight_bytes();
+    auto q = std::make_unique<model::IntLinear>(m.forward_weights(), quant, max_len, ctx);
+    r.quant_weight_bytes = q->weight_bytes();
+    linear = std::move(q);
+  } else if (precision == model::Precision::kF32) {
+    auto packed = std::make_unique<model::PackedLinear>(m.forward_weights());
+    packed->Pack(ctx);
+    linear = std::move(packed);
   }
   r.quantize_seconds = quantize_watch.Seconds();
   model::Decoder decoder(m.forward_weights(), 1, max_len, max_len, linear.get());

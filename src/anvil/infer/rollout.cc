@@ -15,9 +15,14 @@ namespace anvil::infer {
 RolloutEngine::RolloutEngine(const model::ForwardWeights& model, const RolloutOptions& options)
     : model_(model),
       options_(options),
+      packed_(options.pack_weights && options.linear == nullptr &&
+                      model.precision == model::Precision::kF32
+                  ? std::make_unique<model::PackedLinear>(model)
+                  : nullptr),
       // Paged: one more sequence holds the prompt whose samples are starting.
       decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0), model.config.max_seq_len,
-               std::max(options.max_batch, model.config.max_seq_len), options.linear,
+               std::max(options.max_batch, model.config.max_seq_len),
+               packed_ != nullptr ? packed_.get() : options.linear,
                {.page_rows = options.page_rows}),
       samplers_(1, Sampler(options.sampling)) {}
 
@@ -59,6 +64,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     }
   }
   Stopwatch watch;
+  if (packed_ != nullptr) packed_->Pack(ctx);  // the weights may have changed since the last call
   RolloutStats st;
   const int g = options_.samples;
   std::vector<RolloutSample> out(prompts.size() * g);

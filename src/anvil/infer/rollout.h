@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "anvil/model/decode.h"
 #include "anvil/model/llama.h"
 #include "anvil/model/low_precision_linear.h"
+#include "anvil/model/packed_linear.h"
 
 namespace anvil::infer {
 
@@ -55,6 +57,11 @@ struct RolloutOptions {
   // bytes `token_text` gives its tokens, holds one of them ("stop").
   std::vector<std::string> stop = {};
   std::function<std::string(int32_t token)> token_text = nullptr;
+  // An f32 model without `linear` decodes through its weights packed once
+  // per Generate call (model::PackedLinear: the same bits, no packing in
+  // every decode step) at the cost of a packed copy of them; false: Gemm
+  // packs per call.
+  bool pack_weights = true;
 };
 
 struct RolloutSample {
@@ -94,6 +101,7 @@ class RolloutEngine {
  private:
   const model::ForwardWeights& model_;
   RolloutOptions options_;
+  std::unique_ptr<model::PackedLinear> packed_;  // pack_weights: before decoder_, which reads it
   model::Decoder decoder_;
   std::vector<Sampler> samplers_;  // one per thread: rows are sampled in parallel
 };

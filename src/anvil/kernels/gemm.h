@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "anvil/core/aligned_buffer.h"
 #include "anvil/core/bf16.h"
 #include "anvil/core/cpu_features.h"
 #include "anvil/kernels/ctx.h"
@@ -61,6 +62,40 @@ void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const BF16*
 // The K block length of the fixed summation order for `isa` and inputs of
 // `bf16_inputs` type (a compile-time constant of each tier).
 int GemmKBlock(Isa isa, bool bf16_inputs);
+
+// ---- B packed once ---------------------------------------------------------
+
+// An f32 B packed for the packed path of ctx's tier and kept for many calls
+// with the same B (decoding multiplies by a model's weights at every step
+// until they change). Gemm with it gives the bits of Gemm on the original B
+// (the same kernel, K blocks and order: packing only copies) without packing
+// B again in every call; a call with few enough rows to stream B reads the
+// original instead, as Gemm would. The original must outlive it; Repack
+// follows changes to its values. Tiers without a packed path (scalar) keep
+// no copy.
+class PackedB {
+ public:
+  PackedB() = default;
+  // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).
+  PackedB(const KernelCtx& ctx, const GemmArgs& args, const float* b);
+  // Packs B's current values (for ctx's tier, which may be another now).
+  void Repack(const KernelCtx& ctx);
+  const float* original() const { return b_; }
+  Isa tier() const { return tier_; }
+  int64_t bytes() const { return static_cast<int64_t>(packed_.size()); }
+
+ private:
+  friend void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b,
+                   float* c);
+  GemmArgs args_{};
+  const float* b_ = nullptr;
+  Isa tier_ = Isa::kScalar;
+  AlignedBuffer packed_;
+};
+
+// C (+)= op(A) · B with B packed (args' k, n, trans_b and ldb must be the
+// packed ones; ctx on the tier it was packed for).
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c);
 
 // ---- FP8 -------------------------------------------------------------------
 // An FP8 operand as quant.h writes it: codes and their scales. x ~ value(q) * s.

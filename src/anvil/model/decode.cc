@@ -244,7 +244,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   }
   HeadSaved<A> head = s.head;
   head.logits = logits;
-  HeadLogits(cfg, fw_.Head<A>(), n, x, head, s.block, ctx);
+  HeadLogits(cfg, fw_.Head<A>(), n, x, head, s.block, ctx, linear_);
   for (int64_t r = 0; r < n; ++r) lengths_[row_seq_[r]] = positions_[r] + 1;
 }
 

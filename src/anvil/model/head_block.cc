@@ -42,9 +42,15 @@ void ChunkLoss(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t r0, int6
 template <typename A>
 void HeadLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
                 const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
-                const kernels::KernelCtx& ctx) {
+                const kernels::KernelCtx& ctx, const LowPrecisionLinear* linear) {
   NormForward(ctx, n, cfg.dim, x, w.norm, static_cast<float>(cfg.norm_eps), saved.xn, saved.rstd,
               scratch.norm_f32);
+  if constexpr (std::is_same_v<A, float>) {
+    if (linear != nullptr && linear->HeadLogits(ctx, n, cfg.dim, cfg.vocab_size, saved.xn,
+                                                w.lm_head, saved.logits)) {
+      return;
+    }
+  }
   ChunkLogits(cfg, w, 0, n, saved.xn, saved.logits, ctx);
 }
 
@@ -105,7 +111,7 @@ kernels::CrossEntropyStats HeadForwardBackward(const ModelConfig& cfg, const Hea
 #define ANVIL_INSTANTIATE(A)                                                                    \
   template void HeadLogits(const ModelConfig&, const HeadWeights<A>&, int64_t, const float*,    \
                            const HeadSaved<A>&, const BlockScratch<A>&,                         \
-                           const kernels::KernelCtx&);                                          \
+                           const kernels::KernelCtx&, const LowPrecisionLinear*);               \
   template kernels::CrossEntropyStats HeadLoss(                                                 \
       const ModelConfig&, const HeadWeights<A>&, int64_t, int64_t, const float*, const int32_t*, \
       const HeadSaved<A>&, const BlockScratch<A>&, const kernels::KernelCtx&);                  \

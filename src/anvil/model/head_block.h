@@ -48,11 +48,12 @@ struct HeadSaved {
   A* dlogits_act = nullptr; // [R, V] (bf16 only)
 };
 
-// Final norm and logits of all n rows into saved.logits (inference, decode).
+// Final norm and logits of all n rows into saved.logits (inference, decode);
+// the logits GEMM through `linear` where it runs the head (f32 models).
 template <typename A>
 void HeadLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
                 const HeadSaved<A>& saved, const BlockScratch<A>& scratch,
-                const kernels::KernelCtx& ctx);
+                const kernels::KernelCtx& ctx, const LowPrecisionLinear* linear = nullptr);
 
 // The cross-entropy of `targets` [N] (kIgnoreIndex skips a row), chunk by
 // chunk (evaluation). Stats sum the rows in order, as one kernel call would.

@@ -1,7 +1,8 @@
-// A linear layer's GEMMs in a number format below the model's f32: the FP8
-// training recipes (fp8_linear.h) and integer inference (int_linear.h). The
-// model's Linear* helpers (ops.h) hand a layer's GEMM to one when the
-// blocks' scratch carries it; weights are f32 [in, out] as the model holds them.
+// A linear layer's GEMMs in another form than the model's plain f32 ones: the
+// FP8 training recipes (fp8_linear.h), integer inference (int_linear.h) and
+// f32 weights packed once for decoding (packed_linear.h). The model's Linear*
+// helpers (ops.h) hand a layer's GEMM to one when the blocks' scratch carries
+// it; weights are f32 [in, out] as the model holds them.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,14 @@ class LowPrecisionLinear {
   // dw[in, out] += x[n, in]ᵀ · dy[n, out].
   virtual void BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                               const float* x, const float* dy, float* dw) const = 0;
+  // The LM head's logits[n, vocab] = xn[n, dim] · lm_head[vocab, dim]ᵀ, for a
+  // form that runs the head as well; false: it does not (the model's own
+  // GEMM runs it).
+  virtual bool HeadLogits(const kernels::KernelCtx& /*ctx*/, int64_t /*n*/, int64_t /*dim*/,
+                          int64_t /*vocab*/, const float* /*xn*/, const float* /*lm_head*/,
+                          float* /*logits*/) const {
+    return false;
+  }
 };
 
 }  // namespace anvil::model

@@ -99,7 +99,8 @@ void EmptySum(const Problem& p) {
 }
 
 void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out, const void* a,
-         const void* b, void* c, const gemm_internal::Fp8Problem* fp8 = nullptr) {
+         const void* b, void* c, const gemm_internal::Fp8Problem* fp8 = nullptr,
+         const uint32_t* packed_b = nullptr) {
   ANVIL_TRACE_ZONE(fp8 != nullptr ? "gemm_fp8" : bf16_in ? "gemm_bf16" : "gemm_f32");
   CheckArgs(args, a, b, c);
   if (args.m == 0 || args.n == 0) return;
@@ -111,6 +112,11 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
   // FP8 always takes the packed path (the streaming one reads f32/bf16 B).
+  // B packed already: used unless one streaming pass over B would do.
+  if (packed_b != nullptr &&
+      !(gemm_internal::StreamsB(p, bl) && p.m <= gemm_internal::kDecodeChunkRows)) {
+    p.packed_b = packed_b;
+  }
   const bool decode = gemm_internal::StreamsB(p, bl);
   const int64_t macs = p.m * p.n * p.k;
   const int threads =
@@ -223,6 +229,55 @@ void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const BF16*
   Run(ctx, args, true, true, a, b, c);
 }
 
+PackedB::PackedB(const KernelCtx& ctx, const GemmArgs& args, const float* b)
+    : args_(args), b_(b) {
+  args_.m = 0;
+  CHECK(args.k > 0 && args.n > 0 && b != nullptr) << "PackedB: an empty or null B";
+  Repack(ctx);
+}
+
+void PackedB::Repack(const KernelCtx& ctx) {
+  const Problem p = Normalize(args_, false, false, nullptr, b_, nullptr);
+  const Isa tier = TierFor(ctx.isa(), false);
+  const Blocking& bl = BlockingFor(tier, false);
+  if (tier != tier_ || (packed_.size() == 0 && tier != Isa::kScalar)) {
+    tier_ = tier;
+    packed_ = tier == Isa::kScalar
+                  ? AlignedBuffer()
+                  : AlignedBuffer(static_cast<size_t>(gemm_internal::PackedBWords(p, bl)) * 4);
+  }
+  if (packed_.size() == 0) return;  // the scalar tier reads B in place
+  ANVIL_TRACE_ZONE("gemm_pack_b");
+  auto* out = reinterpret_cast<uint32_t*>(packed_.data());
+  const int64_t units = (p.n + bl.nr - 1) / bl.nr;
+  const int threads = static_cast<int>(std::clamp<int64_t>(
+      p.k * p.n / kMinMacsPerThread, 1, std::min<int64_t>(ctx.threads(), units)));
+  ctx.pool().RunOnAll([&](int t) {
+    if (t >= threads) return;
+    const auto [u0, u1] = ThreadPool::StaticRange(units, threads, t);
+    const int64_t n0 = std::min(p.n, u0 * bl.nr), n1 = std::min(p.n, u1 * bl.nr);
+    if (n0 >= n1) return;
+    if (tier_ == Isa::kAvx512) {
+      gemm_internal::PackWholeBAvx512(p, n0, n1, out);
+    } else {
+      gemm_internal::PackWholeBAvx2(p, n0, n1, out);
+    }
+  });
+}
+
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c) {
+  const GemmArgs& packed = b.args_;
+  CHECK(args.k == packed.k && args.n == packed.n && args.trans_b == packed.trans_b &&
+        (args.ldb == 0 ? (args.trans_b == Trans::kN ? args.n : args.k) : args.ldb) ==
+            (packed.ldb == 0 ? (packed.trans_b == Trans::kN ? packed.n : packed.k) : packed.ldb))
+      << "Gemm: B is not the packed one (k " << args.k << " vs " << packed.k << ", n " << args.n
+      << " vs " << packed.n << ")";
+  CHECK(TierFor(ctx.isa(), false) == b.tier_) << "Gemm: B was packed for another ISA tier";
+  const auto* words =
+      b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
+  Run(ctx, args, false, false, a, b.b_, c, nullptr, words);
+}
+
 int GemmKBlock(Isa isa, bool bf16_inputs) {
   return BlockingFor(TierFor(isa, bf16_inputs), bf16_inputs).kc;
 }
@@ -230,8 +285,15 @@ int GemmKBlock(Isa isa, bool bf16_inputs) {
 namespace gemm_internal {
 
 bool StreamsB(const Problem& p, const Blocking& bl) {
-  if (p.fp8 != nullptr || p.trans_b || bl.decode_max_m == 0 || p.m > bl.decode_max_m) return false;
+  if (p.fp8 != nullptr || p.packed_b != nullptr || p.trans_b || bl.decode_max_m == 0 ||
+      p.m > bl.decode_max_m) {
+    return false;
+  }
   return p.m <= kDecodeChunkRows || p.k * p.n * (p.bf16_in ? 2 : 4) <= kChunkedDecodeMaxBBytes;
+}
+
+int64_t PackedBWords(const Problem& p, const Blocking& bl) {
+  return p.k * ((p.n + bl.nr - 1) / bl.nr * bl.nr);  // f32: a K step is one word
 }
 
 Problem RowSlice(const Problem& p, int64_t first, int64_t rows) {

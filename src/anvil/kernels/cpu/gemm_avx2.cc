@@ -242,6 +242,10 @@ void DecodeRegion(const Problem& p, const Region& r) {
 }  // namespace
 }  // namespace avx2
 
+void PackWholeBAvx2(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
+  Driver<avx2::Tier>::PackWhole<float>(p, n0, n1, out);
+}
+
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   if (p.fp8 != nullptr) {
     if (p.fp8->decode_bf16) {

@@ -41,6 +41,12 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
   }
   for (int64_t s = 0; s < steps; ++s) {
+    // The B micro-panel 16 steps ahead (2 KiB): a panel packed once for many
+    // calls (PackedB) comes from L3 or DRAM, not from the L2 a fresh pack
+    // left it in. Decoding the small model at batch 32: +17%; the training
+    // shapes f32 +3%, bf16 level.
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * kNr), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * kNr + 16), _MM_HINT_T0);
     const __m512 b0 = _mm512_load_ps(bp);
     const __m512 b1 = _mm512_load_ps(bp + 16);
 #pragma GCC unroll 14
@@ -130,6 +136,10 @@ struct Tier {
 
 }  // namespace
 }  // namespace avx512
+
+void PackWholeBAvx512(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
+  Driver<avx512::Tier>::PackWhole<float>(p, n0, n1, out);
+}
 
 void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   if (p.fp8 != nullptr) {

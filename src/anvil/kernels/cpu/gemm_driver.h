@@ -80,6 +80,21 @@ struct Driver {
     }
   }
 
+  // Columns [n0, n1) of B packed whole (gemm_internal.h's PackWholeB layout).
+  template <typename T>
+  static void PackWhole(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
+    constexpr bool kBf16 = std::is_same_v<T, BF16>;
+    constexpr int64_t kKcMax = K::KBlock(kBf16);
+    const int64_t npad = RoundUp(p.n, K::kNr);
+    for (int64_t pc = 0; pc < p.k; pc += kKcMax) {
+      const int64_t kc = Min(kKcMax, p.k - pc);
+      uint32_t* block = out + (pc / kKcMax) * K::Steps(kBf16, kKcMax) * npad;
+      for (int64_t jc = n0; jc < n1; jc += K::kNc) {
+        PackB<T>(p, pc, jc, kc, Min(K::kNc, n1 - jc), block + jc * K::Steps(kBf16, kc));
+      }
+    }
+  }
+
   // Shrinks nc below K::kNc only when scratch is small.
   static Scratch Carve(std::byte* scratch, size_t bytes, int64_t steps) {
     Scratch s{};
@@ -153,7 +168,14 @@ struct Driver {
           const int64_t kc = Min(kKc, p.k - pc);
           const int64_t steps = K::Steps(kBf16, kc);
           const bool add = pc > 0 || p.accumulate;
-          PackB<T>(p, pc, jc, kc, nc, s.bp);
+          // B's block: packed now, or already (f32 B packed whole: PackWhole).
+          const uint32_t* bp = s.bp;
+          if (!kFp8 && p.packed_b != nullptr) {
+            bp = p.packed_b + (pc / kKcMax) * K::Steps(kBf16, kKcMax) * RoundUp(p.n, K::kNr) +
+                 jc * steps;
+          } else {
+            PackB<T>(p, pc, jc, kc, nc, s.bp);
+          }
           if (scaled) Factors(p.fp8->b, !p.trans_b, jc, nc, pc / kKc, p.n, p.k, sb);
           for (int64_t ic = mb; ic < mb + mrows; ic += K::kMc) {
             const int64_t mc = Min(K::kMc, mb + mrows - ic);
@@ -161,7 +183,7 @@ struct Driver {
             if (scaled) Factors(p.fp8->a, false, ic, mc, pc / kKc, p.m, p.k, sa);
             for (int64_t jr = 0; jr < nc; jr += K::kNr) {
               const int64_t ncols = Min(K::kNr, nc - jr);
-              const uint32_t* bpanel = s.bp + jr * steps;
+              const uint32_t* bpanel = bp + jr * steps;
               for (int64_t ir = 0; ir < mc; ir += K::kMr) {
                 const int64_t nrows = Min(K::kMr, mc - ir);
                 const uint32_t* apanel = s.ap + ir * steps;

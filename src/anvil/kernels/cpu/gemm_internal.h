@@ -44,6 +44,9 @@ struct Problem {
   const void* b;
   void* c;
   const Fp8Problem* fp8;  // FP8 operands (a, b are their codes), else null
+  // f32 B already packed whole (PackWholeB's layout): the driver reads its
+  // panels instead of packing B. Null: pack per call.
+  const uint32_t* packed_b;
 };
 
 // The part of C one thread computes: rows [m0, m1) x columns [n0, n1).
@@ -100,6 +103,14 @@ bool StreamsB(const Problem& p, const Blocking& bl);
 // Rows [first, first + rows) of `p`: A and C offset, everything else kept
 // (a streaming pass over a chunk of rows).
 Problem RowSlice(const Problem& p, int64_t first, int64_t rows);
+
+// B of `p` (f32) packed whole for a tier's driver: for each K block of kc
+// (the tier's), ceil(n / nr) micro-panels of nr columns as the driver packs
+// them, block b at word b * kc * RoundUp(n, nr). Columns [n0, n1) (multiples
+// of nr, or n) of every block; threads split a pack by columns.
+int64_t PackedBWords(const Problem& p, const Blocking& bl);
+void PackWholeBAvx512(const Problem& p, int64_t n0, int64_t n1, uint32_t* out);
+void PackWholeBAvx2(const Problem& p, int64_t n0, int64_t n1, uint32_t* out);
 
 // Per-tier workers: compute region `r` of `p` with thread-private scratch.
 // Packed and streaming (decode) paths live behind each; both give the same bits.
