@@ -251,6 +251,24 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   }
   Decoder alone(inference.forward_weights(), kSeqs, kT, kT);
   ExpectDecodeReproduces(alone, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "inference model");
+
+  // Every sequence's prompt (of different lengths) in one batched prefill:
+  // each one's last logits, the same bits.
+  Decoder batched(model.forward_weights(), kSeqs, kT, 3 * kT);
+  const std::vector<int64_t> seqs = {2, 0, 1};
+  std::vector<std::span<const int32_t>> prompts;
+  for (const int64_t s : seqs) {
+    prompts.push_back(std::span<const int32_t>(tb.tokens).subspan(s * kT, 4 + 5 * s));
+  }
+  std::vector<float> last(seqs.size() * v);
+  batched.Prefill(ctx, seqs, prompts, last.data());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int64_t t = 4 + 5 * seqs[i] - 1;
+    EXPECT_TRUE(SameBits(std::span<const float>(last).subspan(i * v, v),
+                         std::span<const float>(full).subspan((seqs[i] * kT + t) * v, v)))
+        << "prefilled sequence " << seqs[i];
+    EXPECT_EQ(batched.length(seqs[i]), t + 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Model, PrecisionTest,

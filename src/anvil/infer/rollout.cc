@@ -120,9 +120,40 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   const int64_t holder = slots;
   int64_t held = -1;  // the request held
   std::vector<float> held_logits(share ? vocab : 0);
+  std::vector<int64_t> fill_slots, fill_samples;
+  std::vector<std::span<const int32_t>> fill_prompts;
   while (true) {
-    // Free slots take waiting samples: prefill (or fork), then their first token.
-    for (int64_t slot = 0; slot < slots; ++slot) {
+    // Free slots take waiting samples: their prompts prefilled together (as
+    // many as a call's rows hold), then their first tokens; a sample done at
+    // its first token frees its slot for the next waiting one.
+    while (!share && !waiting.empty()) {
+      fill_slots.clear();
+      fill_samples.clear();
+      fill_prompts.clear();
+      int64_t rows = 0;
+      for (int64_t slot = 0; slot < slots && !waiting.empty(); ++slot) {
+        if (in_slot[slot] >= 0) continue;
+        const std::vector<int32_t>& prompt = prompts[out[waiting.front()].request];
+        const int64_t n = static_cast<int64_t>(prompt.size());
+        if (rows + n > decoder_.max_rows()) break;
+        rows += n;
+        fill_slots.push_back(slot);
+        fill_samples.push_back(waiting.front());
+        fill_prompts.push_back(prompt);
+        waiting.pop_front();
+      }
+      if (fill_slots.empty()) break;  // no free slot
+      for (const int64_t slot : fill_slots) decoder_.Reset(slot);
+      decoder_.Prefill(ctx, fill_slots, fill_prompts, logits.data());
+      st.prompt_tokens += rows;
+      for (size_t q = 0; q < fill_slots.size(); ++q) {
+        const int64_t i = fill_samples[q];
+        const std::span<const float> row = std::span<const float>(logits).subspan(q * vocab, vocab);
+        if (take(i, fill_slots[q], draw(i, row, samplers_[0]))) in_slot[fill_slots[q]] = i;
+      }
+    }
+    // Paged with shared prompts: one prompt at a time, forked into its samples' slots.
+    for (int64_t slot = 0; share && slot < slots; ++slot) {
       while (in_slot[slot] < 0 && !waiting.empty()) {
         const int64_t i = waiting.front();
         waiting.pop_front();

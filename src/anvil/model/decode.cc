@@ -178,7 +178,7 @@ void Decoder::Fork(int64_t src, int64_t dst, int64_t length) {
 
 template <typename A>
 void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
-                  float* logits) {
+                  float* logits, std::span<const int64_t> head_rows) {
   ANVIL_TRACE_ZONE("decoder_run");
   const ModelConfig& cfg = fw_.config;
   Scratch<A>* sp;
@@ -244,8 +244,26 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   }
   HeadSaved<A> head = s.head;
   head.logits = logits;
-  HeadLogits(cfg, fw_.Head<A>(), n, x, head, s.block, ctx, linear_);
+  if (head_rows.empty()) {
+    HeadLogits(cfg, fw_.Head<A>(), n, x, head, s.block, ctx, linear_);
+  } else {  // only these rows' logits: gathered into y (free after the layers)
+    const int64_t c = cfg.dim;
+    for (size_t i = 0; i < head_rows.size(); ++i) {
+      std::memcpy(y + static_cast<int64_t>(i) * c, x + head_rows[i] * c, c * sizeof(float));
+    }
+    HeadLogits(cfg, fw_.Head<A>(), static_cast<int64_t>(head_rows.size()), y, head, s.block, ctx,
+               linear_);
+  }
   for (int64_t r = 0; r < n; ++r) lengths_[row_seq_[r]] = positions_[r] + 1;
+}
+
+void Decoder::Dispatch(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
+                       float* logits, std::span<const int64_t> head_rows) {
+  if (!Bf16Activations(fw_.precision)) {
+    Run<float>(ctx, n, tokens, logits, head_rows);
+  } else {
+    Run<BF16>(ctx, n, tokens, logits, head_rows);
+  }
 }
 
 void Decoder::Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const int32_t> tokens,
@@ -254,11 +272,28 @@ void Decoder::Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const
   CHECK(seq >= 0 && seq < max_seqs_) << "sequence " << seq;
   CHECK(n > 0 && n <= max_rows_) << n << " tokens: the decoder takes 1.." << max_rows_;
   for (int64_t r = 0; r < n; ++r) row_seq_[r] = seq;
-  if (!Bf16Activations(fw_.precision)) {
-    Run<float>(ctx, n, tokens, logits);
-  } else {
-    Run<BF16>(ctx, n, tokens, logits);
+  Dispatch(ctx, n, tokens, logits);
+}
+
+void Decoder::Prefill(const kernels::KernelCtx& ctx, std::span<const int64_t> seqs,
+                      std::span<const std::span<const int32_t>> prompts, float* logits) {
+  CHECK_EQ(seqs.size(), prompts.size());
+  prefill_tokens_.clear();
+  prefill_last_.clear();
+  int64_t n = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int64_t seq = seqs[i], len = static_cast<int64_t>(prompts[i].size());
+    CHECK(seq >= 0 && seq < max_seqs_) << "sequence " << seq;
+    CHECK(len > 0 && n + len <= max_rows_)
+        << n + len << " tokens: the decoder takes 1.." << max_rows_ << " a call";
+    for (size_t q = 0; q < i; ++q) CHECK_NE(seqs[q], seq) << "a sequence twice in a prefill";
+    for (int64_t r = n; r < n + len; ++r) row_seq_[r] = seq;
+    prefill_tokens_.insert(prefill_tokens_.end(), prompts[i].begin(), prompts[i].end());
+    n += len;
+    prefill_last_.push_back(n - 1);
   }
+  if (n == 0) return;
+  Dispatch(ctx, n, prefill_tokens_, logits, prefill_last_);
 }
 
 void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int32_t> tokens, float* logits) {
@@ -280,11 +315,7 @@ void Decoder::Step(const kernels::KernelCtx& ctx, std::span<const int64_t> seqs,
     for (int64_t q = 0; q < r; ++q) CHECK_NE(seqs[q], seqs[r]) << "a sequence twice in a step";
     row_seq_[r] = seqs[r];
   }
-  if (!Bf16Activations(fw_.precision)) {
-    Run<float>(ctx, n, tokens, logits);
-  } else {
-    Run<BF16>(ctx, n, tokens, logits);
-  }
+  Dispatch(ctx, n, tokens, logits);
 }
 
 }  // namespace anvil::model

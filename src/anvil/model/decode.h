@@ -54,11 +54,17 @@ class Decoder {
   int64_t length(int64_t seq) const { return lengths_[seq]; }
   int64_t max_seqs() const { return max_seqs_; }
   int64_t max_len() const { return max_len_; }
+  int64_t max_rows() const { return max_rows_; }
 
   // Appends `tokens` (a prompt, a chunk of one, or one token) to sequence
   // `seq`; logits [tokens.size(), V] for the appended positions.
   void Append(const kernels::KernelCtx& ctx, int64_t seq, std::span<const int32_t> tokens,
               float* logits);
+  // Appends prompts[i] to the distinct sequences seqs[i] in one batched pass
+  // (at most max_rows tokens in all), with the logits of each one's last
+  // position only: logits [seqs.size(), V]. The same bits as Append of each.
+  void Prefill(const kernels::KernelCtx& ctx, std::span<const int64_t> seqs,
+               std::span<const std::span<const int32_t>> prompts, float* logits);
   // One token for each sequence 0..tokens.size()-1 in one batched pass;
   // logits [tokens.size(), V].
   void Step(const kernels::KernelCtx& ctx, std::span<const int32_t> tokens, float* logits);
@@ -82,9 +88,12 @@ class Decoder {
   void Carve(Alloc&& alloc, Scratch<A>& s);
   // Rows r of seqs[r] at positions lengths + (index within the run of equal
   // seqs); rows of one sequence are consecutive.
+  // `head_rows`: the rows whose logits are made (empty: all n), in order.
   template <typename A>
   void Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
-           float* logits);
+           float* logits, std::span<const int64_t> head_rows = {});
+  void Dispatch(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
+                float* logits, std::span<const int64_t> head_rows = {});
   template <typename A>
   A* Cache(int layer, int kv, int64_t seq);  // [max_len, NKV*HD] (contiguous)
   // Where position `pos` of `seq` lives (either layout).
@@ -105,6 +114,8 @@ class Decoder {
   std::vector<int64_t> row_seq_;    // [R]
   std::vector<int64_t> step_seqs_;  // Step's 0..n-1
   std::vector<int32_t> positions_;  // [R]
+  std::vector<int32_t> prefill_tokens_;   // Prefill's rows, all prompts
+  std::vector<int64_t> prefill_last_;     // the row of each prompt's last token
   AlignedBuffer cache_;             // contiguous: [L, 2, S, max_len, NKV*HD] of A
   // Paged: cache_ is [pages, L, 2, page_rows, NKV*HD]; each sequence's
   // pages in position order, each page's sharers, the free ones.
