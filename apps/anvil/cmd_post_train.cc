@@ -143,7 +143,7 @@ int RunRlCommand(const PostOptions& o) {
                     g.rollout_kl,
                     static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
                     100 * m.rollout_wait_seconds / busy,
-                    g.staleness > 0 ? fmt::format(" waiting, {} update stale", g.staleness) : "",
+                    g.staleness > 0 ? fmt::format(" waiting, {} step stale", g.staleness) : "",
                     static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
                     100 * g.train_seconds / busy, m.seconds);
                 if (m.ppo) {

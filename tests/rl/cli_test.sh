@@ -40,7 +40,7 @@ grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy ch
   --set rl.max_staleness=1 > "$work/ppo.log" 2>&1 || { cat "$work/ppo.log"; fail "rl ppo"; }
 grep -q "^PPO (1 update a step) for 3 steps" "$work/ppo.log" || { cat "$work/ppo.log"; fail "ppo banner"; }
 [ "$(grep -c 'explained variance' "$work/ppo.log")" = 3 ] || { cat "$work/ppo.log"; fail "ppo value lines"; }
-[ "$(grep -c '1 update stale' "$work/ppo.log")" = 2 ] || { cat "$work/ppo.log"; fail "async staleness"; }
+[ "$(grep -c '1 step stale' "$work/ppo.log")" = 2 ] || { cat "$work/ppo.log"; fail "async staleness"; }
 [ -f "$work/ppo/step_3/value_head.safetensors" ] || fail "no value head in the checkpoint"
 if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/bad" \
     --set rl.algorithm='"ppo2"' > "$work/bad.log" 2>&1; then fail "rl accepted ppo2"; fi

@@ -28,6 +28,8 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
   lengths_.assign(max_seqs, 0);
   row_seq_.resize(max_rows);
   positions_.resize(max_rows);
+  prefill_tokens_.reserve(max_rows);  // Prefill's: sized here, so a call allocates nothing
+  prefill_last_.reserve(max_seqs);
   const bool bf16 = model.precision == Precision::kBF16;
   const size_t elem = bf16 ? sizeof(BF16) : sizeof(float);
   elem_ = elem;

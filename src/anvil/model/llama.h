@@ -82,7 +82,8 @@ struct StepHooks {
   // Evaluation calls it as the forward reaches the head, dx null; training
   // once, with x and its grad dx [n, C] right after the LM head's backward
   // wrote it, so the caller adds its own head's grad and the trunk learns
-  // from both.
+  // from both. The step's loss_scale is not applied to what the caller adds:
+  // it adds the gradient of its own loss, scaled as it means it.
   std::function<void(const float* x, float* dx, int64_t n)> head_input = nullptr;
 };
 

@@ -16,6 +16,9 @@ AsyncRollouts::AsyncRollouts(const Policy& policy, const infer::RolloutOptions& 
                              model::WeightQuant quant, int threads)
     : pool_(threads) {
   CHECK_GE(threads, 1);
+  // The snapshot carries weights, not an FP8 recipe's settings or scales.
+  CHECK(!model::IsFp8(policy.llama->options().precision))
+      << "asynchronous rollouts of an FP8 policy are not implemented";
   ctx_ = infer::MakeModelCtx(pool_, policy.config);
   snapshot_ = std::make_unique<model::InferenceModel>(
       policy.config, model::InferenceOptions{.precision = policy.llama->options().precision},

@@ -89,14 +89,6 @@ std::span<const T> Slice(const std::vector<T>& v, int64_t begin, int64_t end) {
   return std::span<const T>(v).subspan(begin, end - begin);
 }
 
-double Variance(std::span<const double> x) {
-  double mean = 0, var = 0;
-  for (const double v : x) mean += v;
-  mean /= static_cast<double>(std::max<size_t>(1, x.size()));
-  for (const double v : x) var += (v - mean) * (v - mean);
-  return var / static_cast<double>(std::max<size_t>(1, x.size()));
-}
-
 }  // namespace
 
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
@@ -237,10 +229,7 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
     if (config.ppo.whiten) Whiten(advantage);
     for (const double v : values_old) r.value_mean += v;
     r.value_mean /= static_cast<double>(values_old.size());
-    std::vector<double> residual(returns.size());
-    for (size_t k = 0; k < returns.size(); ++k) residual[k] = returns[k] - values_old[k];
-    const double var_returns = Variance(returns);
-    r.explained_variance = var_returns > 0 ? 1.0 - Variance(residual) / var_returns : 0.0;
+    r.explained_variance = ExplainedVariance(returns, values_old);
   }
 
   // The updates: `epochs` passes, each over `minibatches` contiguous shares of the rows.

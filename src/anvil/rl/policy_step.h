@@ -1,18 +1,19 @@
-// One on-policy RL step on a model, end to end: G rollouts of each prompt
+// One RL step on a model, end to end: G rollouts of each prompt
 // (infer::RolloutEngine), their rewards, advantages (GRPO's group-relative
 // ones, REINFORCE's reward minus the step's mean, or PPO's by GAE from a
 // value head), the policy's log-probabilities recomputed with the training
-// forward (equal to the rollout's bit for bit: the step reports the largest
-// difference, which must be 0, so no importance correction is needed),
+// forward (colocated, equal to the rollout's bit for bit: the step reports
+// the largest difference, which must be 0, and every importance weight is 1),
 // per-token weights (grpo.h), then `epochs` passes over the samples in
 // `minibatches` contiguous shares, one forward/backward and AdamW update
 // each. The first update's log-probabilities are those recomputed; each
 // later one recomputes its share's under the weights it starts from, so the
 // clip bounds how far the policy moves from the one that sampled.
 //
-// With an engine that samples through quantized layers on purpose
-// (RolloutOptions::linear) the difference is not 0, and the sampler's
-// log-probabilities weight each token by truncated importance sampling.
+// Rollouts from another policy than the trainer's (integer layers on purpose,
+// RolloutOptions::linear, or a snapshot a step behind: async_rollouts.h) make
+// the difference non-zero, and the sampler's log-probabilities weight each
+// token by truncated importance sampling.
 //
 // The sampling must be the policy itself (temperature 1, no top-k/top-p):
 // the training forward's cross-entropy is the untempered softmax.
@@ -52,8 +53,9 @@ struct PolicyStepConfig {
 };
 
 // A step's samples as the rollout engine drew them: from the policy itself
-// (staleness 0), or from a snapshot `staleness` updates behind it
-// (async_rollouts.h); each token's log-probability is the sampler's.
+// (staleness 0), or from a snapshot `staleness` steps behind it
+// (async_rollouts.h; a step is epochs x minibatches optimizer updates); each
+// token's log-probability is the sampler's.
 struct Rollouts {
   std::vector<infer::RolloutSample> samples;  // G of each prompt, in (prompt, sample) order
   infer::RolloutStats stats;
@@ -94,7 +96,7 @@ struct PolicyStepResult {
   double explained_variance = 0;  // 1 - Var(return - V_old) / Var(return)
   double value_loss = 0;          // mean over the updates (before vf_coef)
   double value_clip_fraction = 0;
-  int staleness = 0;  // updates between the sampler's weights and the trainer's
+  int staleness = 0;  // steps between the sampler's weights and the trainer's
   // Of all the step's samples (kept or not):
   int64_t rollout_tokens = 0;  // completion tokens generated
   double mean_completion_tokens = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "anvil/core/check.h"
 
@@ -23,16 +24,38 @@ void Gae(std::span<const double> values, double reward, const PpoConfig& config,
   }
 }
 
+namespace {
+
+struct Moments {
+  double mean = 0, variance = 0;  // population variance
+};
+
+Moments MomentsOf(std::span<const double> x) {
+  Moments m;
+  if (x.empty()) return m;
+  for (const double v : x) m.mean += v;
+  m.mean /= static_cast<double>(x.size());
+  for (const double v : x) m.variance += (v - m.mean) * (v - m.mean);
+  m.variance /= static_cast<double>(x.size());
+  return m;
+}
+
+}  // namespace
+
 void Whiten(std::span<double> advantages) {
   if (advantages.empty()) return;
-  double mean = 0;
-  for (const double a : advantages) mean += a;
-  mean /= static_cast<double>(advantages.size());
-  double var = 0;
-  for (const double a : advantages) var += (a - mean) * (a - mean);
-  var /= static_cast<double>(advantages.size());
-  const double scale = 1.0 / (std::sqrt(var) + 1e-8);
-  for (double& a : advantages) a = (a - mean) * scale;
+  const Moments m = MomentsOf(advantages);
+  const double scale = 1.0 / (std::sqrt(m.variance) + 1e-8);
+  for (double& a : advantages) a = (a - m.mean) * scale;
+}
+
+double ExplainedVariance(std::span<const double> returns, std::span<const double> values) {
+  CHECK_EQ(returns.size(), values.size());
+  const double var_returns = MomentsOf(returns).variance;
+  if (!(var_returns > 0)) return 0.0;
+  std::vector<double> residual(returns.size());
+  for (size_t k = 0; k < returns.size(); ++k) residual[k] = returns[k] - values[k];
+  return 1.0 - MomentsOf(residual).variance / var_returns;
 }
 
 ValueLossStats ValueLoss(std::span<const double> values, std::span<const double> values_old,
@@ -46,15 +69,16 @@ ValueLossStats ValueLoss(std::span<const double> values, std::span<const double>
   int64_t clipped = 0;
   for (size_t j = 0; j < n; ++j) {
     const double err = values[j] - returns[j];
-    double err_clipped = err;
-    if (config.value_clip > 0) {
-      const double moved =
-          std::clamp(values[j] - values_old[j], -config.value_clip, config.value_clip);
-      err_clipped = values_old[j] + moved - returns[j];
-    }
-    // Where the clipped term is the larger and the clip binds, the loss does
-    // not depend on V_j: no gradient.
-    const bool clip_wins = err_clipped * err_clipped > err * err;
+    // Where the clip binds and the clipped term is the larger, the loss does
+    // not depend on V_j: no gradient. (Decided on |V - V_old| first: V_old +
+    // (V - V_old) need not round back to V, so the squares alone could let an
+    // unclipped position lose its gradient to one ulp.)
+    const double moved = values[j] - values_old[j];
+    const bool binds = config.value_clip > 0 && std::fabs(moved) > config.value_clip;
+    const double err_clipped =
+        binds ? values_old[j] + std::clamp(moved, -config.value_clip, config.value_clip) - returns[j]
+              : err;
+    const bool clip_wins = binds && err_clipped * err_clipped > err * err;
     s.loss += 0.5 * std::max(err * err, err_clipped * err_clipped);
     clipped += clip_wins;
     dv[j] = clip_wins ? 0.0 : scale * err;

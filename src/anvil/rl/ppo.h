@@ -33,6 +33,10 @@ void Gae(std::span<const double> values, double reward, const PpoConfig& config,
 // Advantages to mean 0 and std 1 (population std + 1e-8), in place.
 void Whiten(std::span<double> advantages);
 
+// 1 - Var(returns - values) / Var(returns): how much of the returns' spread
+// the critic explains (1: all; 0 or less: none; 0 when the returns are equal).
+double ExplainedVariance(std::span<const double> returns, std::span<const double> values);
+
 struct ValueLossStats {
   double loss = 0;           // mean l_j over the positions (before vf_coef)
   double clip_fraction = 0;  // of positions where the clipped term is the larger

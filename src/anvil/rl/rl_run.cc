@@ -30,6 +30,7 @@ struct RlRunConfig {
   // Rollouts through W8A8/W4A8 layers on purpose (rl.rollout_quant): a
   // mismatch the step corrects by truncated importance sampling (rl.tis_cap).
   model::WeightQuant rollout_quant = model::WeightQuant::kNone;
+  std::string algorithm = "grpo";  // rl.algorithm as given
   PolicyStepConfig step;
   // 0: colocated, every step's samples from the weights it trains; 1: the
   // next step's samples drawn while this one trains (async_rollouts.h), on
@@ -54,7 +55,8 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(loss.clip_low, config.GetDouble("rl.clip_low", loss.clip_low));
     ASSIGN_OR_RETURN(loss.clip_high, config.GetDouble("rl.clip_high", loss.clip_high));
     ASSIGN_OR_RETURN(loss.scale_by_std, config.GetBool("rl.scale_by_std", loss.scale_by_std));
-    ASSIGN_OR_RETURN(const std::string algorithm, config.GetString("rl.algorithm", "grpo"));
+    ASSIGN_OR_RETURN(c.algorithm, config.GetString("rl.algorithm", c.algorithm));
+    const std::string& algorithm = c.algorithm;
     if (algorithm == "reinforce") {
       loss.advantage = AdvantageKind::kBatchBaseline;
     } else if (algorithm == "ppo") {
@@ -96,11 +98,13 @@ struct RlRunConfig {
     if (!(c.value_lr_ratio > 0)) {
       return InvalidArgument(fmt::format("rl.value_lr_ratio = {}: expected > 0", c.value_lr_ratio));
     }
+    // vf_coef also scales the value head's own gradient: 0 would leave the
+    // critic at zero.
     if (!(ppo.gamma > 0 && ppo.gamma <= 1) || !(ppo.lambda >= 0 && ppo.lambda <= 1) ||
-        !(ppo.value_clip >= 0) || !(ppo.vf_coef >= 0)) {
+        !(ppo.value_clip >= 0) || !(ppo.vf_coef > 0)) {
       return InvalidArgument(fmt::format(
           "rl.gamma = {} ((0, 1]), rl.gae_lambda = {} ([0, 1]), rl.value_clip = {} (>= 0), "
-          "rl.vf_coef = {} (>= 0)",
+          "rl.vf_coef = {} (> 0)",
           ppo.gamma, ppo.lambda, ppo.value_clip, ppo.vf_coef));
     }
     ASSIGN_OR_RETURN(loss.kl_coef, config.GetDouble("rl.kl_coef", loss.kl_coef));
@@ -139,6 +143,22 @@ struct RlRunConfig {
 // problem 0, sft.batch_size a step (2^32 is tens of millions of steps away),
 // so the problems RL learns from are ones SFT never showed the policy.
 constexpr uint64_t kFirstRlProblem = uint64_t{1} << 32;
+
+// A resumed run keeps what its checkpoints' state depends on: the algorithm
+// (PPO's value head) and the staleness (the rollout snapshot). `dir`: the
+// checkpoint resumed from, whose config.toml is the run's as saved.
+Status CheckResumable(const std::string& dir, const RlRunConfig& now) {
+  ASSIGN_OR_RETURN(Config saved, Config::FromFile(dir + "/config.toml"));
+  ASSIGN_OR_RETURN(const std::string algorithm, saved.GetString("rl.algorithm", "grpo"));
+  ASSIGN_OR_RETURN(const int64_t staleness, saved.GetInt("rl.max_staleness", 0));
+  if (algorithm != now.algorithm || staleness != now.max_staleness) {
+    return InvalidArgument(fmt::format(
+        "{}: a run with rl.algorithm = \"{}\" and rl.max_staleness = {} resumes with the same "
+        "(asked: \"{}\" and {}); start a new run from its checkpoint with rl.init instead",
+        dir, algorithm, staleness, now.algorithm, now.max_staleness));
+  }
+  return Status::Ok();
+}
 
 const char* AlgorithmName(AdvantageKind kind) {
   switch (kind) {
@@ -196,6 +216,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
                    PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
                                    /*fresh=*/nullptr));
+  if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
   RETURN_IF_ERROR(run->Start());
   const PostRunConfig& rc = run->config();
   Policy& policy = run->policy();

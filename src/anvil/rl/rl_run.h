@@ -8,9 +8,10 @@
 // mean) or "ppo" (a value head on the policy's features, GAE with rl.gamma
 // and rl.gae_lambda, value loss rl.vf_coef clipped at rl.value_clip), in
 // rl.epochs passes of rl.minibatches updates (1 and 1: one on-policy
-// update). The policy the rollouts sample and the one the trainer scores are
-// the same weights in place, and their log-probabilities agree bit for bit:
-// every step reports the largest difference, which is 0. The starting
+// update). Colocated (the default), the policy the rollouts sample and the
+// one the trainer scores are the same weights in place, and their
+// log-probabilities agree bit for bit: every step reports the largest
+// difference, which is 0. The starting
 // policy, frozen, is the reference of the reported KL (and of a penalty with
 // rl.kl_coef > 0). With rl.rollout_quant = "w8a8" or "w4a8" the rollouts run
 // through integer layers quantized from the current weights each step, a

@@ -170,7 +170,7 @@ struct Driver {
           const bool add = pc > 0 || p.accumulate;
           // B's block: packed now, or already (f32 B packed whole: PackWhole).
           const uint32_t* bp = s.bp;
-          if (!kFp8 && p.packed_b != nullptr) {
+          if (std::is_same_v<T, float> && p.packed_b != nullptr) {
             bp = p.packed_b + (pc / kKcMax) * K::Steps(kBf16, kKcMax) * RoundUp(p.n, K::kNr) +
                  jc * steps;
           } else {
