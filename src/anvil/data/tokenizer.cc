@@ -218,6 +218,11 @@ std::string Tokenizer::Decode(std::span<const uint32_t> ids) const {
   return out;
 }
 
+std::string Tokenizer::TokenText(int64_t id) const {
+  if (id < 0 || id >= vocab_size()) return "?";
+  return parts_.tokens[static_cast<size_t>(id)];
+}
+
 Encoder::Encoder(const Tokenizer& tokenizer, size_t max_entries)
     : tokenizer_(tokenizer), max_entries_(max_entries) {}
 

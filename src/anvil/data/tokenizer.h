@@ -69,6 +69,9 @@ class Tokenizer {
   // The bytes of `ids`; special tokens become their names. Every id must be
   // below vocab_size() (CHECKed: shards validate their tokens on open).
   std::string Decode(std::span<const uint32_t> ids) const;
+  // One generated id's bytes; "?" for an id beyond the vocabulary (a model's
+  // may be larger than its tokenizer's).
+  std::string TokenText(int64_t id) const;
 
  private:
   explicit Tokenizer(TokenizerParts parts);

@@ -179,6 +179,11 @@ TEST(BpeTrain, ByteTokenizerIsTrainBpeWithoutMerges) {
   EXPECT_EQ(bytes->bos_id(), trained.bos_id());
   EXPECT_EQ(bytes->Encode("123+45="), trained.Encode("123+45="));
   EXPECT_EQ(bytes->Encode("12").size(), 2u);
+  // One id's text, and "?" beyond the vocabulary.
+  const std::vector<uint32_t> ids = bytes->Encode("7");
+  EXPECT_EQ(bytes->TokenText(ids[0]), "7");
+  EXPECT_EQ(bytes->TokenText(259), "?");
+  EXPECT_EQ(bytes->TokenText(-1), "?");
 }
 
 TEST(BpeTrain, RejectsBadOptions) {

@@ -20,7 +20,7 @@ namespace {
 
 // The run's FP8 settings (its resolved config.toml), so a checkpoint runs the
 // recipe it was trained with.
-Result<model::InferenceOptions> Fp8OptionsOf(Config& run, model::InferenceOptions o) {
+Result<model::ForwardOptions> Fp8OptionsOf(Config& run, model::ForwardOptions o) {
   ASSIGN_OR_RETURN(const std::string grad, run.GetString("train.fp8_grad_format", "e4m3"));
   o.fp8.grad = grad == "e5m2" ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
   ASSIGN_OR_RETURN(const std::string decode, run.GetString("train.fp8_decode", "f32"));
@@ -72,7 +72,7 @@ namespace {
 // The folder, its config.json, threads and kernel context, and the options
 // of `precision` (an FP8 recipe's from the run's config.toml).
 Result<CheckpointModel> Open(const std::string& checkpoint, model::Precision precision, int threads,
-                             model::InferenceOptions* options) {
+                             model::ForwardOptions* options) {
   CheckpointModel m;
   ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
@@ -106,7 +106,7 @@ const model::ForwardWeights& CheckpointModel::forward_weights() const {
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
                                             int64_t max_batch) {
-  model::InferenceOptions o;
+  model::ForwardOptions o;
   ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, &o));
   const model::LlamaOptions options{.precision = o.precision,
                                     .max_batch = max_batch,
@@ -121,7 +121,7 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
 
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
                                            model::Precision precision, int threads) {
-  model::InferenceOptions o;
+  model::ForwardOptions o;
   ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, &o));
   m.inference = std::make_unique<model::InferenceModel>(m.config, o, *m.ctx);
   RETURN_IF_ERROR(LoadWeights(m, m.inference->params(), m.inference->fp8_delayed()));

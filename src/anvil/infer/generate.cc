@@ -123,9 +123,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
       r.stop_reason = "eos";
       break;
     }
-    const uint32_t id = static_cast<uint32_t>(next);
-    const std::string piece =
-        next < tok.vocab_size() ? tok.Decode(std::span<const uint32_t>(&id, 1)) : std::string("?");
+    const std::string piece = tok.TokenText(next);
     r.text += piece;
     ++r.new_tokens;
     if (on_text) on_text(piece);

@@ -33,12 +33,38 @@ HeadWeights<BF16> ForwardWeights::Head<BF16>() const {
   return {w.final_norm, wb.lm_head};
 }
 
-kernels::RopeTable BuildRope(const kernels::KernelCtx& ctx, const ModelConfig& config,
-                             AlignedBuffer& storage) {
-  storage = AlignedBuffer(kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) *
-                          sizeof(float));
-  return kernels::RopeBuildTable(ctx, config.max_seq_len, config.head_dim(), config.rope_theta,
-                                 reinterpret_cast<float*>(storage.data()));
+void ForwardWeights::ForEachLinear(
+    const std::function<void(const float* w, int64_t in, int64_t out)>& fn) const {
+  const BlockShape& s = shape;
+  for (int l = stage.first_layer; l < stage.end_layer(config); ++l) {
+    const AttentionWeights<float> aw = Attention<float>(l);
+    const MlpWeights<float> mw = Mlp<float>(l);
+    fn(aw.wqkv, s.dim, s.qkv());
+    fn(aw.wo, s.q(), s.dim);
+    fn(mw.w_gate_up, s.dim, 2 * s.ffn);
+    fn(mw.w_down, s.ffn, s.dim);
+  }
+}
+
+ForwardWeights ViewOf(const LlamaParams& params, const ForwardOptions& options,
+                      const kernels::KernelCtx& ctx, AlignedBuffer& rope_storage) {
+  const ModelConfig& config = params.config();
+  ForwardWeights fw;
+  fw.config = config;
+  fw.precision = options.precision;
+  fw.fp8 = options.fp8;
+  fw.fp8_high_precision_layers = options.fp8_high_precision_layers;
+  fw.shape = BlockShape::Of(config, params.shard());
+  fw.stage = params.stage();
+  rope_storage = AlignedBuffer(kernels::RopeTableFloats(config.max_seq_len, config.head_dim()) *
+                               sizeof(float));
+  fw.rope = kernels::RopeBuildTable(ctx, config.max_seq_len, config.head_dim(), config.rope_theta,
+                                    reinterpret_cast<float*>(rope_storage.data()));
+  fw.w.layers.resize(config.n_layers);
+  fw.wb.layers.resize(config.n_layers);
+  if (params.has_weights()) fw.w = params.View(params.weights().data());
+  if (params.has_bf16()) fw.wb = params.View(params.bf16().data());
+  return fw;
 }
 
 }  // namespace anvil::model

@@ -7,6 +7,9 @@
 // model. Views only: the owner's buffers must outlive it.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/kernels/rope.h"
@@ -20,6 +23,13 @@
 #include "anvil/model/weights.h"
 
 namespace anvil::model {
+
+// What a forward's arithmetic follows besides the weights.
+struct ForwardOptions {
+  Precision precision = Precision::kF32;
+  Fp8Recipe fp8 = {};                 // the FP8 precisions'
+  int fp8_high_precision_layers = 0;  // first and last layers kept out of FP8
+};
 
 struct ForwardWeights {
   ModelConfig config;
@@ -43,10 +53,16 @@ struct ForwardWeights {
   MlpWeights<A> Mlp(int layer) const;
   template <typename A>
   HeadWeights<A> Head() const;
+  // Each layer's linear weights (f32 masters, [in, out]) in layer order: QKV,
+  // output, gate/up, down (what a LowPrecisionLinear runs).
+  void ForEachLinear(const std::function<void(const float* w, int64_t in, int64_t out)>& fn) const;
 };
 
-// The RoPE table of `config` in `storage` (allocated here).
-kernels::RopeTable BuildRope(const kernels::KernelCtx& ctx, const ModelConfig& config,
-                             AlignedBuffer& storage);
+// The views of the buffers `params` holds (those it does not stay null, for
+// binding unit by unit), of its config, tensor-parallel slice and stage, with
+// `options`, and the RoPE table built into `rope_storage`. fp8_delayed is the
+// caller's to set.
+ForwardWeights ViewOf(const LlamaParams& params, const ForwardOptions& options,
+                      const kernels::KernelCtx& ctx, AlignedBuffer& rope_storage);
 
 }  // namespace anvil::model

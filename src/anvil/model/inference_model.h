@@ -15,17 +15,11 @@
 
 namespace anvil::model {
 
-struct InferenceOptions {
-  Precision precision = Precision::kF32;
-  Fp8Recipe fp8 = {};
-  int fp8_high_precision_layers = 0;
-};
-
 class InferenceModel {
  public:
   // Weights allocated and zeroed (padding included): load or copy into
   // params().weights(), then RefreshBf16Weights in bf16.
-  InferenceModel(const ModelConfig& config, const InferenceOptions& options,
+  InferenceModel(const ModelConfig& config, const ForwardOptions& options,
                  const kernels::KernelCtx& ctx);
   InferenceModel(const InferenceModel&) = delete;
   InferenceModel& operator=(const InferenceModel&) = delete;

@@ -41,19 +41,10 @@ IntLinear::IntLinear(const ForwardWeights& model, WeightQuant quant, int64_t max
 }
 
 void IntLinear::Requantize(const ForwardWeights& model, const kernels::KernelCtx& ctx) {
-  const BlockShape& s = model.shape;
   weights_.clear();
-  auto add = [&](const float* w, int64_t in, int64_t out) {
+  model.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
     weights_.emplace(w, kernels::QuantizeWeightsInt(ctx, in, out, w, 0, bits_));
-  };
-  for (int l = 0; l < model.config.n_layers; ++l) {
-    const AttentionWeights<float> aw = model.Attention<float>(l);
-    const MlpWeights<float> mw = model.Mlp<float>(l);
-    add(aw.wqkv, s.dim, s.qkv());
-    add(aw.wo, s.q(), s.dim);
-    add(mw.w_gate_up, s.dim, 2 * s.ffn);
-    add(mw.w_down, s.ffn, s.dim);
-  }
+  });
 }
 
 int64_t IntLinear::weight_bytes() const {

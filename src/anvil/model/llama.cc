@@ -36,22 +36,14 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   CHECK(!config.tie_embeddings || (options_.buffers.weights && options_.buffers.grads))
       << "a model with tied embeddings holds whole weights and grads (the LM head is the "
          "embedding: one tensor in two units)";
-  fw_.config = config;
-  fw_.precision = options_.precision;
-  fw_.fp8 = options_.fp8;
-  fw_.fp8_high_precision_layers = options_.fp8_high_precision_layers;
-  fw_.shape = shape_;
-  fw_.stage = options_.stage;
-  fw_.rope = BuildRope(ctx, config, rope_storage_);
   // Views of the buffers held; the others are bound unit by unit.
-  fw_.w.layers.resize(config.n_layers);
-  fw_.wb.layers.resize(config.n_layers);
+  fw_ = ViewOf(params_,
+               {.precision = options_.precision,
+                .fp8 = options_.fp8,
+                .fp8_high_precision_layers = options_.fp8_high_precision_layers},
+               ctx, rope_storage_);
   g_.layers.resize(config.n_layers);
-  if (params_.has_weights()) {
-    fw_.w = params_.View(static_cast<const float*>(params_.weights().data()));
-  }
   if (params_.has_grads()) g_ = params_.GradView();
-  if (params_.has_bf16()) fw_.wb = params_.View(static_cast<const BF16*>(params_.bf16().data()));
   unit_begins_ = UnitBegins(config, options_.shard, options_.stage);
 
   cu_seqlens_.resize(max_tokens_ + 1);

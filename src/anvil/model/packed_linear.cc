@@ -17,22 +17,12 @@ void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
     head_.Repack(ctx);
     return;
   }
-  const ForwardWeights& model = model_;
-  const BlockShape& s = model.shape;
-  auto add = [&](const float* w, int64_t in, int64_t out) {
+  model_.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
     layers_.emplace(w, kernels::PackedB(ctx, {.n = out, .k = in}, w));
-  };
-  for (int l = 0; l < model.config.n_layers; ++l) {
-    const AttentionWeights<float> aw = model.Attention<float>(l);
-    const MlpWeights<float> mw = model.Mlp<float>(l);
-    add(aw.wqkv, s.dim, s.qkv());
-    add(aw.wo, s.q(), s.dim);
-    add(mw.w_gate_up, s.dim, 2 * s.ffn);
-    add(mw.w_down, s.ffn, s.dim);
-  }
+  });
   head_ = kernels::PackedB(
-      ctx, {.n = model.config.vocab_size, .k = model.config.dim, .trans_b = kernels::Trans::kT},
-      model.Head<float>().lm_head);
+      ctx, {.n = model_.config.vocab_size, .k = model_.config.dim, .trans_b = kernels::Trans::kT},
+      model_.Head<float>().lm_head);
 }
 
 int64_t PackedLinear::bytes() const {

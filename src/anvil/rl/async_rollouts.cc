@@ -21,7 +21,7 @@ AsyncRollouts::AsyncRollouts(const Policy& policy, const infer::RolloutOptions& 
       << "asynchronous rollouts of an FP8 policy are not implemented";
   ctx_ = infer::MakeModelCtx(pool_, policy.config);
   snapshot_ = std::make_unique<model::InferenceModel>(
-      policy.config, model::InferenceOptions{.precision = policy.llama->options().precision},
+      policy.config, model::ForwardOptions{.precision = policy.llama->options().precision},
       *ctx_);
   Snapshot(*policy.llama);
   infer::RolloutOptions o = options;

@@ -59,13 +59,7 @@ std::vector<int32_t> Policy::ResponseTokens(std::string_view text) const {
 std::string Policy::Text(std::span<const int32_t> tokens) const {
   if (!tokens.empty() && tokens.back() == eos()) tokens = tokens.first(tokens.size() - 1);
   std::string text;
-  for (const int32_t t : tokens) {
-    // The model's vocabulary may be larger than the tokenizer's: an id the
-    // tokenizer has no text for reads "?" (as anvil generate prints it).
-    const uint32_t id = static_cast<uint32_t>(t);
-    const bool known = t >= 0 && t < tokenizer.vocab_size();
-    text += known ? tokenizer.Decode(std::span<const uint32_t>(&id, 1)) : std::string("?");
-  }
+  for (const int32_t t : tokens) text += tokenizer.TokenText(t);
   return text;
 }
 
