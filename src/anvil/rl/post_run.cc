@@ -60,6 +60,7 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
     policy_ = std::make_unique<Policy>(std::move(p));
     ASSIGN_OR_RETURN(const SavedState s, ReadState(loaded_from_));
+    ASSIGN_OR_RETURN(resumed_state_, ReadFile(loaded_from_ + "/state.json"));
     if (s.kind != kind_ || s.seed != run_.seed) {
       return InvalidArgument(fmt::format(
           "{}/state.json: a {} run with seed {}, not this {} run's seed {}", loaded_from_, s.kind,
@@ -175,12 +176,20 @@ Result<PostRunSummary> PostRun::Finish(
   return s;
 }
 
+std::optional<double> PostRun::ResumedNumber(const std::string& key) const {
+  if (resumed_state_.empty()) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(resumed_state_, nullptr, /*exceptions=*/false);
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
 Result<std::string> PostRun::Save(const std::string& extra_state) {
   std::string state = fmt::format(
       "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
       "  \"task\": \"{}\"",
       kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
   if (!run_.init.empty()) state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
+  if (!extra_state_.empty()) state += ",\n  " + extra_state_;
   if (!extra_state.empty()) state += ",\n  " + extra_state;
   state += "\n}\n";
   ASSIGN_OR_RETURN(last_checkpoint_,

@@ -99,6 +99,12 @@ class PostRun {
   // A checkpoint of the current step; `extra`: more state.json fields (a
   // JSON object's members, without braces; may be empty).
   Result<std::string> Save(const std::string& extra_state = "");
+  // More state.json fields in every checkpoint from now on (a JSON object's
+  // members, without braces), e.g. the held-out accuracy at the start.
+  void SetExtraState(std::string fields) { extra_state_ = std::move(fields); }
+  // A number field of the state.json a resumed run loaded (none for a new
+  // run, or when it has no such field).
+  std::optional<double> ResumedNumber(const std::string& key) const;
   // Every checkpoint from now on also holds `extra`'s files (a caller's
   // state beyond the policy's: PPO's value head, a rollout snapshot).
   void SaveAlso(ExtraFiles extra) { save_also_.push_back(std::move(extra)); }
@@ -124,6 +130,8 @@ class PostRun {
   int64_t last_eval_step_ = -1, last_saved_step_ = -1;
   std::string last_checkpoint_;
   std::vector<ExtraFiles> save_also_;
+  std::string extra_state_;
+  std::string resumed_state_;  // state.json's text of a resumed run
   bool stopped_early_ = false;
   Stopwatch watch_;
 };

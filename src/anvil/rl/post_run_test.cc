@@ -182,6 +182,9 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->first_step, 3);
   EXPECT_EQ(State(halves, 6), State(through, 6));
+  // The accuracy at the start travels in the checkpoints to the resumed run's end.
+  ASSERT_TRUE(second->first_eval.has_value());
+  EXPECT_EQ(second->first_eval->accuracy, a->first_eval->accuracy);
 
   // No starting policy, or a run folder of the other kind: refused.
   EXPECT_FALSE(RunRl(RlConfig(""), {.run_dir = dir / "none"}, {}).ok());
@@ -245,7 +248,7 @@ TEST(PostRunTest, PpoTrainsItsValueHeadAndResumesBitwise) {
       << refused.status().ToString();
 }
 
-TEST(PostRunTest, AsyncRolloutsAreOneUpdateStaleAndResumeBitwise) {
+TEST(PostRunTest, AsyncRolloutsAreOneStepStaleAndResumeBitwise) {
   data::testing::TempDir dir;
   const std::string sft = dir / "sft", through = dir / "through", halves = dir / "halves";
   ASSERT_TRUE(RunSft(SftConfig(), {.run_dir = sft}, {}).ok());

@@ -309,9 +309,17 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                updates, updates == 1 ? "" : "s"));
   }
 
-  std::optional<TaskEval> first_eval;  // a resumed run's was printed by its first session
+  // The held-out accuracy at the start: measured now, or a resumed run's as
+  // its checkpoints recorded it.
+  std::optional<TaskEval> first_eval;
   if (run->step() == 0) {
     ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
+  } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
+    first_eval = TaskEval{.accuracy = *a};
+  }
+  if (first_eval) {
+    run->SetExtraState(
+        fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
   }
   // Step s's problems: train-split problems [s * P, (s + 1) * P) from kFirstRlProblem.
   auto step_prompts = [&](int64_t s, std::vector<Problem>* problems) {
@@ -372,12 +380,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   }
   ASSIGN_OR_RETURN(PostRunSummary summary,
                    run->Finish(hooks.run, [&](const TaskEval& e) {
-                     std::string extra = fmt::format("\"heldout_accuracy\": {}", e.accuracy);
-                     if (first_eval) {
-                       extra += fmt::format(",\n  \"heldout_accuracy_at_start\": {}",
-                                            first_eval->accuracy);
-                     }
-                     return extra;
+                     return fmt::format("\"heldout_accuracy\": {}", e.accuracy);
                    }));
   summary.first_eval = first_eval;
   return summary;
