@@ -161,7 +161,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
         const std::vector<int32_t>& prompt = prompts[request];
         const int64_t n = static_cast<int64_t>(prompt.size());
         std::span<const float> row;
-        if (share && held == request) {
+        if (held == request) {
           decoder_.Fork(holder, slot, n);
           row = held_logits;
         } else {
@@ -169,13 +169,11 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
           decoder_.Append(ctx, slot, prompt, logits.data());
           st.prompt_tokens += n;
           row = std::span<const float>(logits).subspan((n - 1) * vocab, vocab);
-          if (share) {
-            decoder_.Fork(slot, holder, n);
-            std::copy(row.begin(), row.end(), held_logits.begin());
-            held = request;
-          }
+          decoder_.Fork(slot, holder, n);
+          std::copy(row.begin(), row.end(), held_logits.begin());
+          held = request;
         }
-        if (share && out[i].sample == g - 1) {  // the prompt's last sample: let it go
+        if (out[i].sample == g - 1) {  // the prompt's last sample: let it go
           decoder_.Reset(holder);
           held = -1;
         }

@@ -234,7 +234,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   if (!gc.stop.empty()) {
     engine_options.stop = {gc.stop};
     engine_options.token_text = [&policy](int32_t token) {
-      return policy.Text(std::span<const int32_t>(&token, 1));
+      return policy.tokenizer.TokenText(token);
     };
   }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
@@ -258,7 +258,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   } else {
     async = std::make_unique<AsyncRollouts>(policy, engine_options, gc.rollout_quant,
                                             static_cast<int>(gc.rollout_threads));
-    if (run->step() > 0) {  // resumed: the weights the next step's samples come from
+    if (options.resume) {  // the weights the next step's samples come from
       const std::string path = run->loaded_from() + "/" + kSnapshotFile;
       if (const Status s = async->LoadSnapshot(path); !s.ok()) {
         return DataLoss(fmt::format(

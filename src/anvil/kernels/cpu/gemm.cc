@@ -267,9 +267,9 @@ void PackedB::Repack(const KernelCtx& ctx) {
 
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c) {
   const GemmArgs& packed = b.args_;
+  const int64_t ldb = Normalize(args, false, false, a, b.b_, c).ldb;
   CHECK(args.k == packed.k && args.n == packed.n && args.trans_b == packed.trans_b &&
-        (args.ldb == 0 ? (args.trans_b == Trans::kN ? args.n : args.k) : args.ldb) ==
-            (packed.ldb == 0 ? (packed.trans_b == Trans::kN ? packed.n : packed.k) : packed.ldb))
+        ldb == Normalize(packed, false, false, nullptr, b.b_, nullptr).ldb)
       << "Gemm: B is not the packed one (k " << args.k << " vs " << packed.k << ", n " << args.n
       << " vs " << packed.n << ")";
   CHECK(TierFor(ctx.isa(), false) == b.tier_) << "Gemm: B was packed for another ISA tier";
