@@ -7,6 +7,8 @@ set(_gemm_sources
   ${_gemm}/cpu/gemm.cc
   ${_gemm}/cpu/gemm_scalar.cc
   ${_gemm}/cpu/gemm_avx2.cc
+  ${_gemm}/cpu/gemm_avx2_pack.cc
+  ${_gemm}/cpu/gemm_avx2_decode.cc
   ${_gemm}/cpu/gemm_avx512.cc
   ${_gemm}/cpu/gemm_avx512_pack.cc
   ${_gemm}/cpu/gemm_avx512_decode.cc
@@ -15,7 +17,9 @@ set(_gemm_sources
   ${_gemm}/cpu/gemm_int_avx512.cc
 )
 target_sources(anvil_kernels PRIVATE ${_gemm_sources})
-anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc ${_gemm}/cpu/gemm_int_avx2.cc)
+anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc ${_gemm}/cpu/gemm_avx2_pack.cc
+                 ${_gemm}/cpu/gemm_avx2_decode.cc
+                 ${_gemm}/cpu/gemm_int_avx2.cc)
 anvil_isa_source(AVX512 ${_gemm}/cpu/gemm_avx512.cc ${_gemm}/cpu/gemm_avx512_pack.cc
                  ${_gemm}/cpu/gemm_avx512_decode.cc ${_gemm}/cpu/gemm_int_avx512.cc)
 # Every fused multiply-add is written as one (intrinsic or fma()); nothing

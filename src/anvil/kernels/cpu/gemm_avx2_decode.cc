@@ -1,0 +1,247 @@
+// AVX2 GEMM streaming path for small M (decode) with B = [k, n] as stored:
+// B is read straight from memory, never packed. Bitwise equal to the packed
+// path (gemm_avx2.cc): per K block each C lane runs the same vfmadd231ps
+// chain from zero in increasing k, bf16 widened exactly to f32 as packing
+// does, and block sums are added to the running sum in the same order.
+//
+// Access order, as the AVX-512 unit's: C columns are cut into panels whose
+// M x width partials fit in L1; a panel is swept in groups of kGroup B rows,
+// each group row read end to end across the panel (long sequential runs), by
+// register strips whose sums park in L1 between groups. Every loop touching
+// the accumulators is unrolled, so they live in registers.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "anvil/kernels/cpu/gemm_avx2.h"
+
+namespace anvil::kernels::gemm_internal::avx2 {
+namespace {
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+float Widen(BF16 x) {
+  const uint32_t u = uint32_t{x.bits} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// Round to nearest even, NaN -> 0x7FFF (convert.h's F32ToBF16, restated so no
+// inline function is shared with other units).
+uint16_t Round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFF;
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+__m256i LaneMask(int64_t n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 0 ? 0 : n)), lanes);
+}
+
+// Eight B values as f32: whole, or (kEdge) the lanes of `mask` / the first n.
+template <bool kEdge>
+[[gnu::always_inline]] inline __m256 LoadB(const float* p, __m256i mask, int64_t) {
+  return kEdge ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
+}
+template <bool kEdge>
+[[gnu::always_inline]] inline __m256 LoadB(const BF16* p, __m256i, int64_t n) {
+  __m128i h;
+  if (!kEdge) {
+    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  } else {
+    alignas(16) uint16_t tmp[8] = {};
+    for (int64_t j = 0; j < n && j < 8; ++j) tmp[j] = p[j].bits;
+    h = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
+  }
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// B rows per sweep of a panel; partials reload once per group.
+constexpr int64_t kGroup = 16;
+// B larger than this streams from DRAM: prefetch the next group's lines
+// (as the AVX-512 unit; below it, strips run down a whole K block).
+constexpr int64_t kStreamingBytes = int64_t{8} << 20;
+// Floats of f32 partials per buffer (block sum and running sum): 2 x 8 KiB,
+// within the 32 KiB L1 of AVX2 parts (a bf16 A's widened block adds 8 KiB).
+constexpr int64_t kPartialFloats = 2048;
+
+// B rows [0, n) of a strip (8*NV columns at b, `tail` valid if kEdge) into
+// M x NV partials at part (row stride ld), in increasing k; `a` (f32) points
+// at the same k.
+template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
+[[gnu::always_inline]] inline void Group(const float* a, int64_t lda, const T* b, int64_t ldb,
+                                         int64_t n, int64_t tail, float* part, int64_t ld) {
+  __m256i mask[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) mask[v] = LaneMask(tail - 8 * v);
+  __m256 acc[M][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_load_ps(part + i * ld + 8 * v);
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T* brow = b + k * ldb;
+    __m256 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      // The next group's line of this strip: one panel sweep ahead, into L2.
+      if (kPrefetch && v * 8 * sizeof(T) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(brow + kGroup * ldb + 8 * v), _MM_HINT_T1);
+      }
+      bv[v] = LoadB<kEdge>(brow + 8 * v, mask[v], tail - 8 * v);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m256 av = _mm256_broadcast_ss(kTransA ? a + k * lda + i : a + i * lda + k);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm256_store_ps(part + i * ld + 8 * v, acc[i][v]);
+  }
+}
+
+float LoadC(const Problem& p, int64_t at) {
+  return p.bf16_out ? Widen(static_cast<const BF16*>(p.c)[at]) : static_cast<const float*>(p.c)[at];
+}
+
+// Scratch of the streaming path, in floats: the block sums and the running
+// sums of a panel (M x width each), and a bf16 A's K block widened to f32.
+struct Buffers {
+  float* acc;
+  float* run;
+  float* a;  // [kDecodeChunkRows][kc]
+};
+
+// C[0:M, j0:j0+w] for one panel.
+template <typename T, int M, int NV, bool kTransA, bool kPrefetch>
+void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
+  constexpr int64_t kKc = kAvx2.kc;
+  const int64_t group = kPrefetch ? kGroup : kKc;
+  constexpr int64_t kStrip = 8 * NV;
+  const T* b = static_cast<const T*>(p.b) + j0;
+  const int64_t full = w / kStrip, tail = w - full * kStrip;
+  const int64_t ld = (full + (tail > 0)) * kStrip;
+  float* acc = buf.acc;
+  float* run = buf.run;
+  for (int64_t pc = 0; pc < p.k; pc += kKc) {
+    const int64_t kend = Min(pc + kKc, p.k);
+    // A's K block as f32: read in place, or (bf16) widened once into buf.a,
+    // rows k-contiguous, so the inner loop broadcasts straight from memory.
+    const float* a = static_cast<const float*>(p.a) + (kTransA ? pc * p.lda : pc);
+    int64_t lda = p.lda;
+    constexpr bool kTransF32 = kTransA && std::is_same_v<T, float>;
+    if constexpr (std::is_same_v<T, BF16>) {
+      const BF16* src = static_cast<const BF16*>(p.a);
+      for (int i = 0; i < M; ++i) {
+        for (int64_t k = pc; k < kend; ++k) {
+          buf.a[i * kKc + k - pc] = Widen(kTransA ? src[k * p.lda + i] : src[i * p.lda + k]);
+        }
+      }
+      a = buf.a;
+      lda = kKc;
+    }
+    std::memset(acc, 0, M * ld * sizeof(float));
+    for (int64_t kg = pc; kg < kend; kg += group) {
+      const int64_t n = Min(kg + group, kend) - kg;
+      const float* ag = a + (kTransF32 ? (kg - pc) * lda : kg - pc);
+      const T* bg = b + kg * p.ldb;
+      for (int64_t s = 0; s < full; ++s) {
+        Group<T, M, NV, false, kTransF32, kPrefetch>(ag, lda, bg + s * kStrip, p.ldb, n, kStrip,
+                                                     acc + s * kStrip, ld);
+      }
+      if (tail > 0) {
+        Group<T, M, NV, true, kTransF32, kPrefetch>(ag, lda, bg + full * kStrip, p.ldb, n, tail,
+                                                    acc + full * kStrip, ld);
+      }
+    }
+    // Fold the block sum into the running sum, as the packed path folds C.
+    for (int i = 0; i < M; ++i) {
+      float* r = run + i * ld;
+      const float* x = acc + i * ld;
+      if (pc > 0) {
+        for (int64_t j = 0; j < ld; j += 8) {
+          _mm256_store_ps(r + j, _mm256_add_ps(_mm256_load_ps(r + j), _mm256_load_ps(x + j)));
+        }
+      } else if (p.accumulate) {
+        for (int64_t j = 0; j < w; ++j) r[j] = LoadC(p, i * p.ldc + j0 + j) + x[j];
+      } else {
+        std::memcpy(r, x, w * sizeof(float));
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    const float* r = run + i * ld;
+    const int64_t at = i * p.ldc + j0;
+    if (p.bf16_out) {
+      for (int64_t j = 0; j < w; ++j) static_cast<BF16*>(p.c)[at + j].bits = Round(r[j]);
+    } else {
+      std::memcpy(static_cast<float*>(p.c) + at, r, w * sizeof(float));
+    }
+  }
+}
+
+// Register strips keep M x NV accumulators, NV B vectors and a broadcast
+// within the 16 ymm; the panel is as wide as kPartialFloats allows.
+template <typename T, int M, bool kTransA, bool kPrefetch>
+void Rows(const Problem& p, const Region& r, const Buffers& buf) {
+  constexpr int kNv = M <= 2 ? 6 : M == 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
+  constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
+  for (int64_t j = r.n0; j < r.n1; j += kWidth) {
+    Panel<T, M, kNv, kTransA, kPrefetch>(p, j, Min(kWidth, r.n1 - j), buf);
+  }
+}
+
+template <int M>
+void Rows(const Problem& p, const Region& r, const Buffers& buf) {
+  const bool streaming = p.k * p.n * (p.bf16_in ? 2 : 4) > kStreamingBytes;
+  const int variant = (p.bf16_in ? 4 : 0) + (p.trans_a ? 2 : 0) + (streaming ? 1 : 0);
+  switch (variant) {
+    case 0: return Rows<float, M, false, false>(p, r, buf);
+    case 1: return Rows<float, M, false, true>(p, r, buf);
+    case 2: return Rows<float, M, true, false>(p, r, buf);
+    case 3: return Rows<float, M, true, true>(p, r, buf);
+    case 4: return Rows<BF16, M, false, false>(p, r, buf);
+    case 5: return Rows<BF16, M, false, true>(p, r, buf);
+    case 6: return Rows<BF16, M, true, false>(p, r, buf);
+    default: return Rows<BF16, M, true, true>(p, r, buf);
+  }
+}
+
+// More rows than one pass holds (StreamsB: B in the L2) go in chunks of 6,
+// the most the 16 ymm registers hold two vectors wide.
+constexpr int64_t kChunkRows = 6;
+
+}  // namespace
+
+void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch) {
+  if (p.m > kDecodeChunkRows) {
+    // Chunks of rows, each streaming the region's B again (from cache): a
+    // row's sums are the same whichever chunk holds it.
+    for (int64_t i0 = 0; i0 < p.m; i0 += kChunkRows) {
+      DecodeRegion(RowSlice(p, i0, Min(kChunkRows, p.m - i0)), r, scratch);
+    }
+    return;
+  }
+  float* acc = reinterpret_cast<float*>(scratch);
+  const Buffers buf{acc, acc + kPartialFloats, acc + 2 * kPartialFloats};
+  switch (p.m) {
+    case 1: return Rows<1>(p, r, buf);
+    case 2: return Rows<2>(p, r, buf);
+    case 3: return Rows<3>(p, r, buf);
+    case 4: return Rows<4>(p, r, buf);
+    case 5: return Rows<5>(p, r, buf);
+    case 6: return Rows<6>(p, r, buf);
+    case 7: return Rows<7>(p, r, buf);
+    case 8: return Rows<8>(p, r, buf);
+    default: __builtin_trap();  // the dispatcher sends only M <= decode_max_m
+  }
+}
+
+}  // namespace anvil::kernels::gemm_internal::avx2
