@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "anvil/core/cpu_features.h"
+
 namespace anvil::bench {
 namespace {
 
@@ -34,6 +36,12 @@ std::string PeerScriptPath(const std::string& name) {
 Result<nlohmann::json> RunPythonPeer(const std::string& python, const std::string& script,
                                      const std::string& args) {
   std::string env = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE";
+  // With anvil's tier lowered to AVX2 on a bigger CPU (ANVIL_ISA=avx2), the
+  // peer is held to AVX2 too: PyTorch's own kernels, its oneDNN and OpenBLAS.
+  if (BestIsa() == Isa::kAvx2 && IsaSupported(Isa::kAvx512)) {
+    env += " ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2"
+           " OPENBLAS_CORETYPE=Haswell";
+  }
   if (std::filesystem::exists(kTcmalloc)) env += fmt::format(" LD_PRELOAD={}", kTcmalloc);
   const std::string cmd =
       fmt::format("{} {} {} {}", env, ShellQuote(python), ShellQuote(script), args);

@@ -1,6 +1,7 @@
 // Running a Python peer of a benchmark (bench/torch_*_peer.py) in its own
 // process: OpenBLAS's pinning variables unset, OMP_WAIT_POLICY=PASSIVE and
-// tcmalloc preloaded where installed (as a tuning user would run PyTorch);
+// tcmalloc preloaded where installed (as a tuning user would run PyTorch),
+// held to AVX2 when anvil's tier is lowered to it on an AVX-512 CPU;
 // its last output line is one JSON object, {"error": ...} when it failed.
 #pragma once
 

@@ -1,7 +1,8 @@
-// AVX2 GEMM: the packed driver (gemm_driver.h) around a 6x16 FMA tile, and a
-// streaming path for small M with B = [k, n]. bf16 inputs are widened to f32
-// (exactly) while packing or loading, so both dtypes run the same f32 FMA
-// chains: per K block of 256 from zero, in increasing k; block sums in order.
+// AVX2 GEMM: the packed driver (gemm_driver.h) around a 6x16 FMA tile, the
+// packing in gemm_avx2_pack.cc and, for small M with B = [k, n], the streaming
+// path of gemm_avx2_decode.cc. bf16 inputs are widened to f32 (exactly) while
+// packing or loading, so both dtypes run the same f32 FMA chains: per K block
+// of 256 from zero, in increasing k; block sums in order.
 // GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -23,21 +24,6 @@ constexpr int64_t kKc = kAvx2.kc;
 // A block 120 x 256 x 4 B = 120 KiB in L2; B block 256 x 512 x 4 B = 512 KiB.
 constexpr int64_t kMc = 20 * kMr;
 constexpr int64_t kNc = 512;
-
-float Widen(BF16 x) {
-  const uint32_t u = uint32_t{x.bits} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-// Round to nearest even, NaN -> 0x7FFF (convert.h's F32ToBF16, restated so no
-// inline function is shared with other units).
-uint16_t Round(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFF;
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
 
 // C[0:6, 0:16] (=|+=) the K block's sum from zero. The twelve accumulators are
 // named one by one: with them in an array indexed by an unrolled loop, GCC 12
@@ -114,12 +100,8 @@ struct Tier {
     MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp), c,
                 ldc, add);
   }
-  static void WidenRow(const BF16* src, float* dst, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) dst[j] = Widen(src[j]);
-  }
-  static void RoundRow(const float* src, BF16* dst, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) dst[j].bits = Round(src[j]);
-  }
+  static void WidenRow(const BF16* src, float* dst, int64_t n) { avx2::WidenRow(src, dst, n); }
+  static void RoundRow(const float* src, BF16* dst, int64_t n) { avx2::RoundRow(src, dst, n); }
 };
 
 }  // namespace

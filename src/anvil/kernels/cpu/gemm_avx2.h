@@ -30,6 +30,11 @@ void PackA(const BF16* a, int64_t lda, bool trans, int64_t rows, int64_t kc, flo
 void PackB(const float* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, float* bp);
 void PackB(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, float* bp);
 
+// bf16 <-> f32 rows: widening is exact; rounding is to nearest even with NaN
+// -> 0x7FFF (convert.h's F32ToBF16).
+void WidenRow(const BF16* src, float* dst, int64_t n);
+void RoundRow(const float* src, BF16* dst, int64_t n);
+
 // The streaming path for small M with trans_b == kN (gemm_avx2_decode.cc);
 // uses 24 KiB of scratch.
 void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);

@@ -20,21 +20,6 @@ namespace anvil::kernels::gemm_internal::avx2 {
 namespace {
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
-float Widen(BF16 x) {
-  const uint32_t u = uint32_t{x.bits} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-// Round to nearest even, NaN -> 0x7FFF (convert.h's F32ToBF16, restated so no
-// inline function is shared with other units).
-uint16_t Round(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFF;
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
 __m256i LaneMask(int64_t n) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 0 ? 0 : n)), lanes);
@@ -107,10 +92,6 @@ template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
   }
 }
 
-float LoadC(const Problem& p, int64_t at) {
-  return p.bf16_out ? Widen(static_cast<const BF16*>(p.c)[at]) : static_cast<const float*>(p.c)[at];
-}
-
 // Scratch of the streaming path, in floats: the block sums and the running
 // sums of a panel (M x width each), and a bf16 A's K block widened to f32.
 struct Buffers {
@@ -139,10 +120,14 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
     constexpr bool kTransF32 = kTransA && std::is_same_v<T, float>;
     if constexpr (std::is_same_v<T, BF16>) {
       const BF16* src = static_cast<const BF16*>(p.a);
-      for (int i = 0; i < M; ++i) {
+      if constexpr (kTransA) {
         for (int64_t k = pc; k < kend; ++k) {
-          buf.a[i * kKc + k - pc] = Widen(kTransA ? src[k * p.lda + i] : src[i * p.lda + k]);
+          float row[M];
+          WidenRow(src + k * p.lda, row, M);
+          for (int i = 0; i < M; ++i) buf.a[i * kKc + k - pc] = row[i];
         }
+      } else {
+        for (int i = 0; i < M; ++i) WidenRow(src + i * p.lda + pc, buf.a + i * kKc, kend - pc);
       }
       a = buf.a;
       lda = kKc;
@@ -170,7 +155,13 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
           _mm256_store_ps(r + j, _mm256_add_ps(_mm256_load_ps(r + j), _mm256_load_ps(x + j)));
         }
       } else if (p.accumulate) {
-        for (int64_t j = 0; j < w; ++j) r[j] = LoadC(p, i * p.ldc + j0 + j) + x[j];
+        const int64_t at = i * p.ldc + j0;
+        if (p.bf16_out) {
+          WidenRow(static_cast<const BF16*>(p.c) + at, r, w);
+        } else {
+          std::memcpy(r, static_cast<const float*>(p.c) + at, w * sizeof(float));
+        }
+        for (int64_t j = 0; j < w; ++j) r[j] += x[j];
       } else {
         std::memcpy(r, x, w * sizeof(float));
       }
@@ -180,7 +171,7 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
     const float* r = run + i * ld;
     const int64_t at = i * p.ldc + j0;
     if (p.bf16_out) {
-      for (int64_t j = 0; j < w; ++j) static_cast<BF16*>(p.c)[at + j].bits = Round(r[j]);
+      RoundRow(r, static_cast<BF16*>(p.c) + at, w);
     } else {
       std::memcpy(static_cast<float*>(p.c) + at, r, w * sizeof(float));
     }

@@ -1,6 +1,7 @@
-// AVX2 packing of A and B blocks into the micro-panel layouts of gemm_avx2.h.
-// Masked loads bound every read to the matrix; transposes are 8x8 in
-// registers; bf16 is widened to f32 on the way (exact: a shift).
+// AVX2 packing of A and B blocks into the micro-panel layouts of gemm_avx2.h,
+// and the bf16 <-> f32 row conversions of the AVX2 units. Masked loads bound
+// every read to the matrix; transposes are 8x8 in registers; bf16 is widened
+// to f32 on the way (exact: a shift).
 #include <immintrin.h>
 
 #include "anvil/kernels/cpu/gemm_avx2.h"
@@ -10,11 +11,17 @@ namespace {
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// The first n (0..8) of 8 values at p, zero past them.
+// Lanes [0, n) set (n may be negative or above 8).
+__m256i LaneMask(int64_t n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t c = n < 0 ? 0 : n > 8 ? 8 : n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(c)), lanes);
+}
+
+// The first n of 8 values at p, zero past them.
 __m256 Load8(const float* p, int64_t n) {
   if (n >= 8) return _mm256_loadu_ps(p);
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes));
+  return _mm256_maskload_ps(p, LaneMask(n));
 }
 __m256 Load8(const BF16* p, int64_t n) {
   __m128i h;
@@ -115,7 +122,45 @@ void PackBT(const T* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, float
   }
 }
 
+// Eight f32 rounded to bf16 (RNE, NaN -> 0x7FFF) in the low 128 bits.
+__m128i Round8(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                         _mm256_set1_epi32(0x7F800000));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(
+      _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FFF), nan);
+  // packus works within 128-bit lanes: gather the two lanes' four words.
+  r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+  return _mm256_castsi256_si128(r);
+}
+
 }  // namespace
+
+void WidenRow(const BF16* src, float* dst, int64_t n) {
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256 v = Load8(src + j, n - j);
+    if (n - j >= 8) {
+      _mm256_storeu_ps(dst + j, v);
+    } else {
+      _mm256_maskstore_ps(dst + j, LaneMask(n - j), v);
+    }
+  }
+}
+
+void RoundRow(const float* src, BF16* dst, int64_t n) {
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m128i r = Round8(Load8(src + j, n - j));
+    if (n - j >= 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), r);
+    } else {
+      alignas(16) uint16_t tmp[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), r);
+      for (int64_t i = 0; i < n - j; ++i) dst[j + i].bits = tmp[i];
+    }
+  }
+}
 
 void PackA(const float* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float* ap) {
   PackAT(a, lda, trans, rows, kc, ap);

@@ -80,9 +80,10 @@ inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 32};
 // AVX2: 16 ymm; a 6x16 tile = 12 accumulators + 2 for B + 1 broadcast. bf16
 // is widened to f32 while packing, so both inputs share the f32 kernel.
 // kc: 256 x 16 x 4 B = 16 KiB of B micro-panel in L1 (32 KiB on AVX2 parts).
-// Streaming takes up to 16 rows (chunks of 6; ANVIL_ISA=avx2 on the Xeon
-// host: 16 x 768 x 256 f32 98 -> 128 GFLOP/s, bf16 91 -> 110); at 24-32 rows
-// re-widening bf16 B per chunk loses to packing (32 x 768 x 256 bf16 121 -> 94).
+// Streaming takes up to 16 rows (chunks of 6). Up to 32 (ANVIL_ISA=avx2 on
+// the Xeon host, twice each) f32 gained up to 10% (32x256x688 163 -> 181
+// GFLOP/s) but bf16 lost as much (32x256x688 165 -> 121, 32x512x512 168 ->
+// 152): its B is widened again in every chunk.
 inline constexpr Blocking kAvx2{6, 16, 256, 16};
 // Portable: a row at a time over 64-column strips; kc as AVX2.
 inline constexpr Blocking kScalar{1, 64, 256, 0};
