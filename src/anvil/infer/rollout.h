@@ -22,6 +22,7 @@
 // or activation store).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -92,11 +93,14 @@ class RolloutEngine {
   // G samples of every prompt, in (request, sample) order. Prompts must be
   // non-empty and fit the context. Prompt i is request first_request + i of
   // the random streams (an RL loop numbers its steps' prompts apart, so no
-  // two steps draw the same numbers).
+  // two steps draw the same numbers). `cancel`, once true, ends the call
+  // before its next decode step with an Aborted status (a draw nobody will
+  // read: an RL run stopping).
   Result<std::vector<RolloutSample>> Generate(const kernels::KernelCtx& ctx,
                                               std::span<const std::vector<int32_t>> prompts,
                                               RolloutStats* stats = nullptr,
-                                              uint32_t first_request = 0);
+                                              uint32_t first_request = 0,
+                                              const std::atomic<bool>* cancel = nullptr);
 
  private:
   const model::ForwardWeights& model_;

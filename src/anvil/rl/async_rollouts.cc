@@ -34,8 +34,14 @@ AsyncRollouts::AsyncRollouts(const Policy& policy, const infer::RolloutOptions& 
   engine_ = std::make_unique<infer::RolloutEngine>(snapshot_->forward_weights(), o);
 }
 
-AsyncRollouts::~AsyncRollouts() {
-  if (pending_.valid()) pending_.wait();
+AsyncRollouts::~AsyncRollouts() { Cancel(); }
+
+void AsyncRollouts::Cancel() {
+  if (!pending_.valid()) return;
+  cancel_.store(true, std::memory_order_relaxed);
+  pending_.wait();
+  pending_ = {};
+  cancel_.store(false, std::memory_order_relaxed);
 }
 
 void AsyncRollouts::Snapshot(const model::Llama& policy) {
@@ -52,7 +58,7 @@ void AsyncRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t ste
   prompts_ = std::move(prompts);
   pending_ = std::async(std::launch::async, [this, step, staleness]() -> Result<Rollouts> {
     if (quantized_) quantized_->Requantize(snapshot_->forward_weights(), *ctx_);
-    ASSIGN_OR_RETURN(Rollouts r, GenerateRollouts(*engine_, *ctx_, prompts_, step));
+    ASSIGN_OR_RETURN(Rollouts r, GenerateRollouts(*engine_, *ctx_, prompts_, step, &cancel_));
     r.staleness = staleness;
     return r;
   });

@@ -18,6 +18,7 @@
 // layers carry a policy.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -43,7 +44,7 @@ class AsyncRollouts {
   // the snapshot (an f32 policy).
   AsyncRollouts(const Policy& policy, const infer::RolloutOptions& options,
                 model::WeightQuant quant, int threads);
-  ~AsyncRollouts();  // waits for a draw in flight
+  ~AsyncRollouts();  // cancels a draw in flight (Cancel)
 
   // Copies the policy's current weights into the snapshot. No draw may be
   // in flight.
@@ -54,6 +55,10 @@ class AsyncRollouts {
   bool in_flight() const { return pending_.valid(); }
   // The samples of the draw Start began, once they are ready.
   Result<Rollouts> Wait();
+  // Ends a draw in flight at its next decode step and drops it (a run that
+  // stops: its checkpoint keeps the snapshot, from which a resumed run draws
+  // the same samples again). Nothing in flight: nothing to do.
+  void Cancel();
 
   // The snapshot's weights, one flat f32 file; Load needs a model of the
   // same shape.
@@ -70,6 +75,7 @@ class AsyncRollouts {
   std::unique_ptr<infer::RolloutEngine> engine_;
   std::vector<std::vector<int32_t>> prompts_;  // the draw in flight's
   std::future<Result<Rollouts>> pending_;
+  std::atomic<bool> cancel_{false};
 };
 
 }  // namespace anvil::rl

@@ -2,7 +2,8 @@
 // thread carry log-probabilities that the snapshot's training forward
 // reproduces bit for bit (so the trainer's importance ratio to them is
 // exact); the snapshot is a copy, untouched by later changes to the policy
-// until the next Snapshot; a saved snapshot loads back to the same samples.
+// until the next Snapshot; a saved snapshot loads back to the same samples;
+// a cancelled draw is dropped and leaves the next one unchanged.
 #include "anvil/rl/async_rollouts.h"
 
 #include <gtest/gtest.h>
@@ -83,6 +84,42 @@ TEST(AsyncRolloutsTest, SamplesAreTheSnapshotsExactly) {
     EXPECT_EQ(again->samples[i].logprobs, drawn->samples[i].logprobs) << i;
   }
   std::filesystem::remove(path);
+}
+
+TEST(AsyncRolloutsTest, CancelDropsTheDrawAndTheNextIsUnchanged) {
+  Policy policy = MicroPolicy();
+  const infer::RolloutOptions options{
+      .max_batch = 4,
+      .max_new = 8,
+      .samples = 2,
+      .eos = -1,
+      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1, .seed = 4}};
+  const std::vector<std::vector<int32_t>> prompts = {policy.PromptTokens("3+4="),
+                                                     policy.PromptTokens("11+9=")};
+  // The engine stops at its next decode step once asked to.
+  infer::RolloutEngine engine(policy.llama->forward_weights(), options);
+  const std::atomic<bool> cancel{true};
+  auto stopped = engine.Generate(*policy.ctx, prompts, nullptr, 0, &cancel);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), StatusCode::kAborted);
+
+  AsyncRollouts async(policy, options, model::WeightQuant::kNone, 1);
+  async.Cancel();  // nothing in flight: nothing to do
+  async.Start(prompts, 2, 1);
+  async.Cancel();
+  EXPECT_FALSE(async.in_flight());
+  async.Start(prompts, 2, 1);
+  auto drawn = async.Wait();
+  ASSERT_TRUE(drawn.ok()) << drawn.status().ToString();
+  AsyncRollouts fresh(policy, options, model::WeightQuant::kNone, 1);
+  fresh.Start(prompts, 2, 1);
+  auto expected = fresh.Wait();
+  ASSERT_TRUE(expected.ok());
+  ASSERT_EQ(drawn->samples.size(), expected->samples.size());
+  for (size_t i = 0; i < drawn->samples.size(); ++i) {
+    EXPECT_EQ(drawn->samples[i].tokens, expected->samples[i].tokens) << i;
+    EXPECT_EQ(drawn->samples[i].logprobs, expected->samples[i].logprobs) << i;
+  }
 }
 
 }  // namespace

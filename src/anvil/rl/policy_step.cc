@@ -92,12 +92,13 @@ std::span<const T> Slice(const std::vector<T>& v, int64_t begin, int64_t end) {
 }  // namespace
 
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
-                                  std::span<const std::vector<int32_t>> prompts, int64_t step) {
+                                  std::span<const std::vector<int32_t>> prompts, int64_t step,
+                                  const std::atomic<bool>* cancel) {
   ANVIL_TRACE_ZONE("rollouts");
   Rollouts r{.sampling = engine.options().sampling, .group_size = engine.options().samples};
   RETURN_IF_ERROR(CheckSampling(r.sampling));
   ASSIGN_OR_RETURN(r.samples, engine.Generate(ctx, prompts, &r.stats,
-                                              static_cast<uint32_t>(step * prompts.size())));
+                                              static_cast<uint32_t>(step * prompts.size()), cancel));
   return r;
 }
 

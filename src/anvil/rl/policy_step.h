@@ -31,6 +31,7 @@
 // the learning rate with the same clip scale (the global norm covers both).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -67,8 +68,10 @@ struct Rollouts {
 // Draws step `step`'s samples (requests step * prompts.size() + i) with
 // `engine`, which must sample the policy itself: temperature 1, no top-k or
 // top-p (the training forward's cross-entropy is the untempered softmax).
+// `cancel`: as RolloutEngine::Generate's.
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
-                                  std::span<const std::vector<int32_t>> prompts, int64_t step);
+                                  std::span<const std::vector<int32_t>> prompts, int64_t step,
+                                  const std::atomic<bool>* cancel = nullptr);
 
 // PPO's critic: the value head and its optimizer, owned by the caller.
 struct Critic {

@@ -378,6 +378,9 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     if (hooks.on_step) hooks.on_step(m);
     RETURN_IF_ERROR(run->AfterStep(hooks.run));
   }
+  // A run stopped early (time, Ctrl-C) has the next step's draw in flight:
+  // drop it rather than wait for it (the checkpoint keeps its snapshot).
+  if (async) async->Cancel();
   ASSIGN_OR_RETURN(PostRunSummary summary,
                    run->Finish(hooks.run, [&](const TaskEval& e) {
                      return fmt::format("\"heldout_accuracy\": {}", e.accuracy);
