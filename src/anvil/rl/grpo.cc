@@ -77,9 +77,11 @@ PolicyTokenStats PolicyTokenWeights(std::span<const double> logp, std::span<cons
     if (!ref.empty()) {
       const double d = ref[t] - logp[t];
       const double k3 = std::exp(d) - d - 1;
-      s.kl += k3;
-      s.loss += config.kl_coef * k3;
-      w -= config.kl_coef * (1 - std::exp(d));
+      // Weighted by c as the policy term: both estimate expectations under
+      // the trainer's policy from tokens another one sampled.
+      s.kl += c * k3;
+      s.loss += c * config.kl_coef * k3;
+      w -= c * config.kl_coef * (1 - std::exp(d));
     }
     weights[t] = static_cast<float>(w * inv_n);
   }

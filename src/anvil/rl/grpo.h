@@ -16,11 +16,13 @@
 // or A < 0 and rho < 1 - eps_low). A group whose rewards are all equal has no
 // signal: its samples get no advantage and are filtered out.
 //
-// Rollouts from another policy than the trainer's (a quantized sampler, on
-// purpose) are corrected by truncated importance sampling: the policy term
-// of token t is weighted by c_t = min(exp(logp_old_t - behaviour_t), C)
-// (C = tis_cap), the behaviour log-probability being the sampler's. With
-// exact parity every c_t is exactly 1 and nothing changes.
+// Rollouts from another policy than the trainer's (a quantized sampler on
+// purpose, or a stale one: asynchronous rollouts) are corrected by truncated
+// importance sampling: token t's whole term, the policy part and the KL
+// penalty, is weighted by c_t = min(exp(logp_old_t - behaviour_t), C)
+// (C = tis_cap), the behaviour log-probability being the sampler's; so is
+// the reported KL. With exact parity every c_t is exactly 1 and nothing
+// changes.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +61,7 @@ Advantages GroupAdvantages(std::span<const double> rewards, int group_size,
 struct PolicyTokenStats {
   double loss = 0;           // L
   double clip_fraction = 0;  // of tokens whose clip binds
-  double kl = 0;             // mean k3 to the reference (0 without one), whatever kl_coef
+  double kl = 0;             // mean c_t k3_t to the reference (0 without one), whatever kl_coef
   double tis_mean = 1;       // mean c_t (1 without behaviour log-probs)
   double tis_truncated = 0;  // share of tokens whose c_t was cut to C
 };

@@ -86,6 +86,45 @@ TEST(GrpoTest, TokenWeightsAreTheLossGradient) {
   EXPECT_GT(checked, 150);
 }
 
+// Under importance weights the KL penalty is weighted like the policy term:
+// per token, its share of the weight is c_t times the on-policy share, and
+// the reported KL is the c-weighted mean.
+TEST(GrpoTest, KlPenaltyIsImportanceWeighted) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<double> u(-0.6, 0.6);
+  const int n = 64;
+  std::vector<double> logp(n), old(n), ref(n), behaviour(n), adv(n);
+  for (int t = 0; t < n; ++t) {
+    old[t] = -1.0 - std::fabs(u(rng));
+    logp[t] = old[t] + 0.2 * u(rng);
+    ref[t] = old[t] + 0.5 * u(rng);
+    behaviour[t] = old[t] - 1.5 * u(rng);
+    adv[t] = 0.5 + u(rng);
+  }
+  const PolicyLossConfig with_kl{.kl_coef = 0.1}, without_kl{.kl_coef = 0};
+  auto weights = [&](const std::vector<double>& b, const PolicyLossConfig& c,
+                     PolicyTokenStats* st) {
+    std::vector<float> w(n);
+    *st = PolicyTokenWeights(logp, old, ref, b, adv, c, w);
+    return w;
+  };
+  PolicyTokenStats st_is, st, unused;
+  const std::vector<float> kl_is = weights(behaviour, with_kl, &st_is);
+  const std::vector<float> pg_is = weights(behaviour, without_kl, &unused);
+  const std::vector<float> kl_on = weights({}, with_kl, &st);
+  const std::vector<float> pg_on = weights({}, without_kl, &unused);
+  double weighted_kl = 0;
+  for (int t = 0; t < n; ++t) {
+    const double c = std::min(std::exp(old[t] - behaviour[t]), with_kl.tis_cap);
+    const double share_is = double{kl_is[t]} - pg_is[t], share_on = double{kl_on[t]} - pg_on[t];
+    EXPECT_NEAR(share_is, c * share_on, 1e-7 + 1e-5 * std::fabs(share_is)) << "token " << t;
+    const double d = ref[t] - logp[t];
+    weighted_kl += c * (std::exp(d) - d - 1) / n;
+  }
+  EXPECT_NEAR(st_is.kl, weighted_kl, 1e-12);
+  EXPECT_GT(std::fabs(st_is.kl - st.kl), 1e-4);
+}
+
 TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
   ThreadPool pool(2);
   const kernels::KernelCtx ctx(pool);
