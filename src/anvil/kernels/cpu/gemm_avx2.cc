@@ -29,7 +29,9 @@ constexpr int64_t kNc = 512;
 // named one by one: with them in an array indexed by an unrolled loop, GCC 12
 // kept the registers but also stored all twelve to the stack at every k step
 // (ten stores per twelve FMAs; the kernel ran at about half its peak).
-void MicroKernel(int64_t steps, const float* ap, const float* bp, float* c, int64_t ldc, bool add) {
+// B's step s is the kNr floats at bp + s * b_step (a packed panel: kNr).
+void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step, float* c,
+                 int64_t ldc, bool add) {
   // The C tile is read (add) or written at the end; fetch its lines now, so the
   // K block's FMAs hide the miss (C of a training GEMM is far larger than L2).
   for (int r = 0; r < kMr; ++r) {
@@ -42,8 +44,8 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, float* c, int6
   for (int64_t s = 0; s < steps; ++s) {
     // The B micro-panel 16 steps ahead (1 KiB), as the AVX-512 kernel does:
     // a panel packed once for many calls (PackedB) comes from L3 or DRAM.
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * kNr), _MM_HINT_T0);
-    const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step), _MM_HINT_T0);
+    const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
     __m256 a = _mm256_broadcast_ss(ap + 0);
     c00 = _mm256_fmadd_ps(a, b0, c00);
     c01 = _mm256_fmadd_ps(a, b1, c01);
@@ -63,7 +65,7 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, float* c, int6
     c50 = _mm256_fmadd_ps(a, b0, c50);
     c51 = _mm256_fmadd_ps(a, b1, c51);
     ap += kMr;
-    bp += kNr;
+    bp += b_step;
   }
   const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                               {c30, c31}, {c40, c41}, {c50, c51}};
@@ -85,6 +87,12 @@ struct Tier {
   static constexpr int64_t kNr = avx2::kNr;
   static constexpr int64_t kMc = avx2::kMc;
   static constexpr int64_t kNc = avx2::kNc;
+  // Few rows read B in place while its rows are less than a page apart: a
+  // 16-column panel takes 64 bytes a row, and the hardware prefetchers stop
+  // at page boundaries (ANVIL_ISA=avx2 on the Xeon host, two runs each:
+  // 64x3072x768 f32 135-148 -> 111-115 GFLOP/s in place, 32x768x768
+  // 157-163 -> 170-172).
+  static constexpr int64_t kInPlaceMaxLdb = 1024;
   static constexpr int64_t KBlock(bool) { return kKc; }
   static constexpr int64_t Steps(bool, int64_t kc) { return kc; }
   template <typename T>
@@ -95,10 +103,10 @@ struct Tier {
   static void PackB(const T* b, int64_t ldb, bool t, int64_t cols, int64_t kc, uint32_t* bp) {
     avx2::PackB(b, ldb, t, cols, kc, reinterpret_cast<float*>(bp));
   }
-  static void Micro(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c,
-                    int64_t ldc, bool add) {
-    MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp), c,
-                ldc, add);
+  static void Micro(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step,
+                    float* c, int64_t ldc, bool add) {
+    MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
+                b_step, c, ldc, add);
   }
   static void WidenRow(const BF16* src, float* dst, int64_t n) { avx2::WidenRow(src, dst, n); }
   static void RoundRow(const float* src, BF16* dst, int64_t n) { avx2::RoundRow(src, dst, n); }

@@ -28,9 +28,10 @@ enum class Update { kStore, kAdd };
 
 // C[0:kMr, 0:kNr] (=|+=) Σ_s a(s, r) b(s, j) over `steps` k steps, with the
 // sum started from zero in registers. `kBf16`: a step is a k-pair (vdpbf16ps).
+// B's step s is the kNr words at bp + s * b_step (a packed panel: kNr).
 template <bool kBf16>
-void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
-                 Update update) {
+void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step, float* c,
+                 int64_t ldc, Update update) {
   __m512 acc[kMr][2];
 #pragma GCC unroll 14
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -45,10 +46,10 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c
     // calls (PackedB) comes from L3 or DRAM, not from the L2 a fresh pack
     // left it in. Decoding the small model at batch 32: +17%; the training
     // shapes f32 +3%, bf16 level.
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * kNr), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * kNr + 16), _MM_HINT_T0);
-    const __m512 b0 = _mm512_load_ps(bp);
-    const __m512 b1 = _mm512_load_ps(bp + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step + 16), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(bp);
+    const __m512 b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
     for (int r = 0; r < kMr; ++r) {
       if constexpr (kBf16) {
@@ -62,7 +63,7 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c
       }
     }
     ap += kMr;
-    bp += kNr;
+    bp += b_step;
   }
 #pragma GCC unroll 14
   for (int r = 0; r < kMr; ++r) {
@@ -97,6 +98,11 @@ struct Tier {
   static constexpr int64_t kNr = avx512::kNr;
   static constexpr int64_t kMc = avx512::kMc;
   static constexpr int64_t kNc = avx512::kNc;
+  // Few rows read B in place at any row stride (Xeon host, 2 threads, two
+  // runs each, f32 GFLOP/s: 32x768x768 176-184 -> 255, 64x768x768 235-253 ->
+  // 297-305, 64x768x3072 214-222 -> 261, 32x16384x512 150-152 -> 181-183;
+  // 64x3072x768 level).
+  static constexpr int64_t kInPlaceMaxLdb = int64_t{1} << 40;
   static constexpr int64_t KBlock(bool bf16) { return bf16 ? kKcBf16 : kKcF32; }
   static constexpr int64_t Steps(bool bf16, int64_t kc) { return bf16 ? (kc + 1) / 2 : kc; }
 
@@ -112,13 +118,13 @@ struct Tier {
   static void PackB(const BF16* b, int64_t ldb, bool t, int64_t cols, int64_t kc, uint32_t* bp) {
     PackBBf16(b, ldb, t, cols, kc, bp);
   }
-  static void Micro(bool bf16, int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c,
-                    int64_t ldc, bool add) {
+  static void Micro(bool bf16, int64_t steps, const uint32_t* ap, const uint32_t* bp,
+                    int64_t b_step, float* c, int64_t ldc, bool add) {
     const Update u = add ? Update::kAdd : Update::kStore;
     if (bf16) {
-      MicroKernel<true>(steps, ap, bp, c, ldc, u);
+      MicroKernel<true>(steps, ap, bp, b_step, c, ldc, u);
     } else {
-      MicroKernel<false>(steps, ap, bp, c, ldc, u);
+      MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u);
     }
   }
   static void WidenRow(const BF16* src, float* dst, int64_t n) {

@@ -5,7 +5,8 @@
 //
 // Order of work for one thread's region, and why it is batch-invariant:
 //   for jc (nc columns):  for mb (row chunk; all rows unless C is bf16):
-//     for pc (kc of K, increasing):  pack B[pc.., jc..]
+//     for pc (kc of K, increasing):  pack B[pc.., jc..] (an f32 B = [k, n]
+//                         for few rows is read in place instead: kInPlaceRows)
 //       for ic (mc rows):  pack A[ic.., pc..]
 //         for jr, ir: micro-kernel: tile = Σ over this K block from zero,
 //                     then C partial = tile (first block) or partial + tile.
@@ -26,14 +27,23 @@ namespace anvil::kernels::gemm_internal {
 
 // K must provide:
 //   kMr, kNr, kMc, kNc (int64_t), kKc(bf16) -> K block in elements,
+//   kInPlaceMaxLdb: the widest f32 B rows (in floats) read in place,
 //   Steps(bf16, kc) -> packed steps of a kc block,
 //   PackA<T>(a_at, lda, trans, rows, kc, uint32_t*), PackB<T>(...),
-//   Micro(bf16, steps, ap, bp, float* c, ldc, bool add),
+//   Micro(bf16, steps, ap, bp, b_step, float* c, ldc, bool add): B's step s
+//     at bp + s * b_step words (kNr in a packed panel),
 //   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n),
 //   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words).
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
 // K blocks of p.fp8->kblock, and with block scaling each block's tile goes
 // through BlockUpdate instead of straight into C.
+// Up to this many rows in a region, an f32 B stored [k, n] is read in place
+// (each k step's kNr columns are contiguous there, as in a packed panel; only
+// a partial last panel is packed) while its rows are at most the tier's
+// kInPlaceMaxLdb floats apart: packing B costs more than it saves when few
+// rows reuse it.
+inline constexpr int64_t kInPlaceRows = 64;
+
 template <class K>
 struct Driver {
   static int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -164,15 +174,21 @@ struct Driver {
           const BF16* c = static_cast<const BF16*>(p.c) + mb * p.ldc + jc;
           for (int64_t i = 0; i < mrows; ++i) K::WidenRow(c + i * p.ldc, part + i * ldp, nc);
         }
+        const bool in_place = std::is_same_v<T, float> && p.packed_b == nullptr &&
+                              !p.trans_b && mrows <= kInPlaceRows && p.ldb <= K::kInPlaceMaxLdb;
+        const int64_t full_cols = nc / K::kNr * K::kNr;  // in place: the whole panels
         for (int64_t pc = 0; pc < p.k; pc += kKc) {
           const int64_t kc = Min(kKc, p.k - pc);
           const int64_t steps = K::Steps(kBf16, kc);
           const bool add = pc > 0 || p.accumulate;
-          // B's block: packed now, or already (f32 B packed whole: PackWhole).
+          // B's block: packed now, or already (f32 B packed whole: PackWhole),
+          // or read in place (then only a partial last panel is packed).
           const uint32_t* bp = s.bp;
           if (std::is_same_v<T, float> && p.packed_b != nullptr) {
             bp = p.packed_b + (pc / kKcMax) * K::Steps(kBf16, kKcMax) * RoundUp(p.n, K::kNr) +
                  jc * steps;
+          } else if (in_place) {
+            if (full_cols < nc) PackB<T>(p, pc, jc + full_cols, kc, nc - full_cols, s.bp);
           } else {
             PackB<T>(p, pc, jc, kc, nc, s.bp);
           }
@@ -184,17 +200,24 @@ struct Driver {
             for (int64_t jr = 0; jr < nc; jr += K::kNr) {
               const int64_t ncols = Min(K::kNr, nc - jr);
               const uint32_t* bpanel = bp + jr * steps;
+              int64_t b_step = K::kNr;
+              if (in_place && jr < full_cols) {
+                bpanel = static_cast<const uint32_t*>(p.b) + pc * p.ldb + jc + jr;
+                b_step = p.ldb;
+              } else if (in_place) {
+                bpanel = s.bp;
+              }
               for (int64_t ir = 0; ir < mc; ir += K::kMr) {
                 const int64_t nrows = Min(K::kMr, mc - ir);
                 const uint32_t* apanel = s.ap + ir * steps;
                 float* ct = part + (ic - mb + ir) * ldp + jr;
                 if (scaled) {  // the block's tile from zero, then scaled into C
-                  K::Micro(kBf16, steps, apanel, bpanel, s.tile, K::kNr, false);
+                  K::Micro(kBf16, steps, apanel, bpanel, b_step, s.tile, K::kNr, false);
                   BlockUpdate(s.tile, ct, ldp, nrows, ncols, sa + ir, sb + jr, add);
                   continue;
                 }
                 if (nrows == K::kMr && ncols == K::kNr) {
-                  K::Micro(kBf16, steps, apanel, bpanel, ct, ldp, add);
+                  K::Micro(kBf16, steps, apanel, bpanel, b_step, ct, ldp, add);
                   continue;
                 }
                 // Edge tile: the same kernel on a padded copy; the valid part goes back.
@@ -202,7 +225,7 @@ struct Driver {
                   for (int64_t i = 0; i < nrows; ++i)
                     for (int64_t j = 0; j < ncols; ++j) s.tile[i * K::kNr + j] = ct[i * ldp + j];
                 }
-                K::Micro(kBf16, steps, apanel, bpanel, s.tile, K::kNr, add);
+                K::Micro(kBf16, steps, apanel, bpanel, b_step, s.tile, K::kNr, add);
                 for (int64_t i = 0; i < nrows; ++i)
                   for (int64_t j = 0; j < ncols; ++j) ct[i * ldp + j] = s.tile[i * K::kNr + j];
               }
