@@ -108,6 +108,11 @@ struct Tier {
     MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
                 b_step, c, ldc, add);
   }
+  // Edge tiles run the whole 6-row kernel on a copy (gemm_driver.h).
+  static bool MicroRows(bool, int64_t, int64_t, const uint32_t*, const uint32_t*, int64_t, float*,
+                        int64_t, bool) {
+    return false;
+  }
   static void WidenRow(const BF16* src, float* dst, int64_t n) { avx2::WidenRow(src, dst, n); }
   static void RoundRow(const float* src, BF16* dst, int64_t n) { avx2::RoundRow(src, dst, n); }
 };

@@ -26,18 +26,20 @@ constexpr int64_t kNc = 1024;
 
 enum class Update { kStore, kAdd };
 
-// C[0:kMr, 0:kNr] (=|+=) Σ_s a(s, r) b(s, j) over `steps` k steps, with the
+// C[0:kRows, 0:kNr] (=|+=) Σ_s a(s, r) b(s, j) over `steps` k steps, with the
 // sum started from zero in registers. `kBf16`: a step is a k-pair (vdpbf16ps).
 // B's step s is the kNr words at bp + s * b_step (a packed panel: kNr).
-template <bool kBf16>
+// kRows < kMr: the first rows of a panel (an edge tile; each row's sums are
+// the same whichever kernel computes them).
+template <bool kBf16, int kRows = kMr>
 void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step, float* c,
                  int64_t ldc, Update update) {
-  __m512 acc[kMr][2];
+  __m512 acc[kRows][2];
 #pragma GCC unroll 14
-  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   // C's rows are read (or written) only after the K loop: fetch both lines
   // of each row now, so a C that lives in L3 or DRAM costs no stall.
-  for (int r = 0; r < kMr; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
   }
@@ -51,7 +53,7 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t 
     const __m512 b0 = _mm512_loadu_ps(bp);
     const __m512 b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       if constexpr (kBf16) {
         const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
         acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)b0);
@@ -66,7 +68,7 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t 
     bp += b_step;
   }
 #pragma GCC unroll 14
-  for (int r = 0; r < kMr; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     float* row = c + r * ldc;
     if (update == Update::kAdd) {
       acc[r][0] = _mm512_add_ps(_mm512_loadu_ps(row), acc[r][0]);
@@ -125,6 +127,33 @@ struct Tier {
       MicroKernel<true>(steps, ap, bp, b_step, c, ldc, u);
     } else {
       MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u);
+    }
+  }
+  // The first `rows` (< kMr) rows of a tile straight into C.
+  static bool MicroRows(bool bf16, int64_t rows, int64_t steps, const uint32_t* ap,
+                        const uint32_t* bp, int64_t b_step, float* c, int64_t ldc, bool add) {
+    const Update u = add ? Update::kAdd : Update::kStore;
+    if (bf16) return Rows<true>(rows, steps, ap, bp, b_step, c, ldc, u);
+    return Rows<false>(rows, steps, ap, bp, b_step, c, ldc, u);
+  }
+  template <bool kBf16>
+  static bool Rows(int64_t rows, int64_t steps, const uint32_t* ap, const uint32_t* bp,
+                   int64_t b_step, float* c, int64_t ldc, Update u) {
+    switch (rows) {
+      case 1: MicroKernel<kBf16, 1>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 2: MicroKernel<kBf16, 2>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 3: MicroKernel<kBf16, 3>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 4: MicroKernel<kBf16, 4>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 5: MicroKernel<kBf16, 5>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 6: MicroKernel<kBf16, 6>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 7: MicroKernel<kBf16, 7>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 8: MicroKernel<kBf16, 8>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 9: MicroKernel<kBf16, 9>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 10: MicroKernel<kBf16, 10>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 11: MicroKernel<kBf16, 11>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 12: MicroKernel<kBf16, 12>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 13: MicroKernel<kBf16, 13>(steps, ap, bp, b_step, c, ldc, u); return true;
+      default: return false;
     }
   }
   static void WidenRow(const BF16* src, float* dst, int64_t n) {

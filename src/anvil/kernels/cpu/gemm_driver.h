@@ -32,6 +32,8 @@ namespace anvil::kernels::gemm_internal {
 //   PackA<T>(a_at, lda, trans, rows, kc, uint32_t*), PackB<T>(...),
 //   Micro(bf16, steps, ap, bp, b_step, float* c, ldc, bool add): B's step s
 //     at bp + s * b_step words (kNr in a packed panel),
+//   MicroRows(bf16, rows, ... as Micro): the first rows (< kMr) of a tile
+//     straight into C, or false where the tier runs edge tiles on a copy,
 //   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n),
 //   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words).
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
@@ -218,6 +220,10 @@ struct Driver {
                 }
                 if (nrows == K::kMr && ncols == K::kNr) {
                   K::Micro(kBf16, steps, apanel, bpanel, b_step, ct, ldp, add);
+                  continue;
+                }
+                if (ncols == K::kNr &&
+                    K::MicroRows(kBf16, nrows, steps, apanel, bpanel, b_step, ct, ldp, add)) {
                   continue;
                 }
                 // Edge tile: the same kernel on a padded copy; the valid part goes back.
