@@ -213,7 +213,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
 Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     model::Llama& model, const kernels::KernelCtx& ctx,
     std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
-    const SamplingConfig& sampling) {
+    const SamplingConfig& sampling, const HeadInputFn& head_input) {
   ANVIL_TRACE_ZONE("recompute_logprobs");
   const int64_t t_len = model.options().max_seq_len > 0 ? model.options().max_seq_len
                                                         : model.config().max_seq_len;
@@ -245,7 +245,11 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
       std::copy(s.tokens.begin(), s.tokens.end() - 1, tokens.begin() + r * t_len + prompt.size());
     }
     const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = tokens};
-    model.Logits(ctx, batch, logits.data());
+    model::StepHooks hooks;
+    if (head_input) {
+      hooks.head_input = [&](const float* x, float*, int64_t) { head_input(x, first, rows, t_len); };
+    }
+    model.Logits(ctx, batch, logits.data(), hooks);
     ctx.pool().ParallelFor(rows, [&](int64_t b, int64_t e, int t) {
       for (int64_t r = b; r < e; ++r) {
         const RolloutSample& s = samples[first + r];

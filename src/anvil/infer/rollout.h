@@ -115,10 +115,15 @@ class RolloutEngine {
 // of prompt + completion, in rows of the model's max_seq_len, padded, as many
 // rows a call as the model holds and 64 MiB of logits allow) and the
 // sampler's arithmetic. A sample that does not fit a row is an error.
-Result<std::vector<std::vector<double>>> RecomputeLogProbs(model::Llama& model,
-                                                   const kernels::KernelCtx& ctx,
-                                                   std::span<const std::vector<int32_t>> prompts,
-                                                   std::span<const RolloutSample> samples,
-                                                   const SamplingConfig& sampling);
+// `head_input`, when set, also sees each call's LM-head input x [rows * t_len,
+// C] (f32): samples [first, first + rows), row r holding sample first + r's
+// prompt and completion from position 0, each row t_len positions long (PPO's
+// values of the same positions, from the same forward).
+using HeadInputFn =
+    std::function<void(const float* x, size_t first, int64_t rows, int64_t t_len)>;
+Result<std::vector<std::vector<double>>> RecomputeLogProbs(
+    model::Llama& model, const kernels::KernelCtx& ctx,
+    std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
+    const SamplingConfig& sampling, const HeadInputFn& head_input = nullptr);
 
 }  // namespace anvil::infer

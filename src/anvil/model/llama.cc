@@ -439,12 +439,13 @@ LossStats Llama::Forward(const kernels::KernelCtx& ctx, const Batch& batch,
                                               : Evaluate<BF16>(ctx, batch, nullptr, hooks);
 }
 
-void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits) {
+void Llama::Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits,
+                   const StepHooks& hooks) {
   CHECK(logits != nullptr);
   if (!Bf16Activations(options_.precision)) {
-    Evaluate<float>(ctx, batch, logits, {});
+    Evaluate<float>(ctx, batch, logits, hooks);
   } else {
-    Evaluate<BF16>(ctx, batch, logits, {});
+    Evaluate<BF16>(ctx, batch, logits, hooks);
   }
 }
 

@@ -215,8 +215,10 @@ class Llama {
   // copy (null in f32), or grads. For a model without whole buffers.
   void BindUnitWeights(int unit, const float* weights, const BF16* bf16);
   void BindUnitGrads(int unit, float* grads);
-  // logits [N, V] of the forward (targets are ignored).
-  void Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits);
+  // logits [N, V] of the forward (targets are ignored); `hooks` as Forward's
+  // (head_input sees the LM head's input).
+  void Logits(const kernels::KernelCtx& ctx, const Batch& batch, float* logits,
+              const StepHooks& hooks = {});
 
   // Bytes of the activation arena (its high-water mark after the first step).
   size_t activation_capacity() const { return arena_.capacity(); }

@@ -169,17 +169,39 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
     kept_advantage.push_back(adv.value[i]);
     kept_reward.push_back(rewards[i]);
   }
+  const TrainRows rows = BuildRows(prompts, kept, model.config().max_seq_len);
+  // PPO: the critic's values of every trained position before the updates,
+  // read from the LM head's input of the log-prob recompute's forward (the
+  // features a separate forward would give, bit for bit: rows are batch
+  // invariant), in the order of rows.where.
+  std::vector<double> values_old(ppo ? rows.where.size() : 0);
+  std::vector<int64_t> call_where;
+  infer::HeadInputFn values_hook = nullptr;
+  if (ppo) {
+    values_hook = [&](const float* x, size_t first, int64_t n_rows, int64_t t_len) {
+      call_where.clear();
+      for (int64_t q = 0; q < n_rows; ++q) {
+        const infer::RolloutSample& s = kept[first + q];
+        const int64_t start = q * t_len + static_cast<int64_t>(prompts[s.request].size()) - 1;
+        for (size_t j = 0; j < s.tokens.size(); ++j) {
+          call_where.push_back(start + static_cast<int64_t>(j));
+        }
+      }
+      critic.head->Values(
+          x, call_where,
+          std::span<double>(values_old).subspan(rows.first[first], call_where.size()));
+    };
+  }
   // logp_old: the trainer's policy when the samples were drawn (the first
   // update's logp); behaviour: the sampler's (equal, bit for bit, unless the
   // rollouts ran quantized on purpose); ref: the reference's.
   ASSIGN_OR_RETURN(const std::vector<std::vector<double>> recomputed,
-                   infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling));
+                   infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling, values_hook));
   std::vector<std::vector<double>> reference_logp;
   if (reference != nullptr) {
     ASSIGN_OR_RETURN(reference_logp,
                      infer::RecomputeLogProbs(*reference, ctx, prompts, kept, sampling));
   }
-  const TrainRows rows = BuildRows(prompts, kept, model.config().max_seq_len);
   std::vector<double> logp_old, behaviour, ref, advantage;
   for (size_t k = 0; k < kept.size(); ++k) {
     const std::vector<double>& now = recomputed[k];
@@ -208,19 +230,10 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
                     rows.rows, t_len, capacity));
   }
 
-  // PPO: the critic's values of every trained position before the updates,
-  // then GAE's advantages and returns, sample by sample.
-  std::vector<double> values_old, returns;
+  // PPO: GAE's advantages and returns from the values, sample by sample.
+  std::vector<double> returns;
   if (ppo) {
-    values_old.resize(rows.where.size());
     returns.resize(rows.where.size());
-    model::StepHooks score;
-    score.head_input = [&](const float* x, float*, int64_t) {
-      critic.head->Values(x, rows.where, values_old);
-    };
-    model.Forward(
-        ctx, {.rows = rows.rows, .seq_len = t_len, .tokens = rows.tokens, .targets = rows.targets},
-        score);
     for (int64_t k = 0; k < rows.rows; ++k) {
       const int64_t b = rows.first[k], e = rows.first[k + 1];
       Gae(std::span<const double>(values_old).subspan(b, e - b), kept_reward[k], config.ppo,
