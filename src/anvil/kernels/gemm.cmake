@@ -30,6 +30,7 @@ endforeach()
 
 anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels)
 anvil_test(kernels_gemm_fp8_test SOURCES ${_gemm}/gemm_fp8_test.cc LIBS anvil_kernels)
+anvil_test(kernels_gemm_fp8_pack_test SOURCES ${_gemm}/gemm_fp8_pack_test.cc LIBS anvil_kernels)
 anvil_test(kernels_gemm_int_test SOURCES ${_gemm}/gemm_int_test.cc LIBS anvil_kernels)
 # The integer GEMM's oracle rounds as the header defines: no contraction there either.
 set_property(SOURCE ${_gemm}/gemm_int_test.cc APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)

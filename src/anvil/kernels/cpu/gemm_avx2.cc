@@ -108,6 +108,11 @@ struct Tier {
     MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
                 b_step, c, ldc, add);
   }
+  // FP8 operands pack with gemm_fp8.h's scalar code.
+  static bool PackFp8Rows(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
+                          int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
+    return false;
+  }
   // Edge tiles run the whole 6-row kernel on a copy (gemm_driver.h).
   static bool MicroRows(bool, int64_t, int64_t, const uint32_t*, const uint32_t*, int64_t, float*,
                         int64_t, bool) {

@@ -35,6 +35,17 @@ void PackABf16(const BF16* a, int64_t lda, bool trans, int64_t rows, int64_t kc,
 void PackBF32(const float* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, float* bp);
 void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, uint32_t* bp);
 
+// GemmFp8's packing of FP8 operand rows, as gemm_fp8.h's Fp8Pack::Pack does
+// it (the same words, bit for bit, same arguments) with gathers and, for
+// rows stored [rows, k], register transposes: k_panel (kMr or kNr) rows a
+// panel, f32 words or bf16 k-pairs. `values`: the format's 256 values;
+// `bf16`: their bf16 bits. False (nothing written) where it does not apply:
+// MX scales with `trans`, or MX blocks that are not a multiple of the chunk
+// it decodes (16 k, 32 for pairs).
+bool PackFp8Rows(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+                 bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
+                 int k_panel, bool pairs, uint32_t* out);
+
 // The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
 // uses 24 KiB of scratch.
 void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);

@@ -6,6 +6,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+
+#include <algorithm>
 #pragma GCC diagnostic pop
 
 #include "anvil/kernels/cpu/gemm_avx512.h"
@@ -79,7 +81,130 @@ __m512i PairRows(const BF16* lo, const BF16* hi, int64_t n) {
   return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
 }
 
+// f32 -> bf16 bits, round to nearest even, NaN -> 0x7FFF (gemm_fp8.h's Bf16),
+// in the low halves of the 32-bit lanes.
+__m512i Bf16Bits(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FFF));
+}
+
+// 2^(e - 127) for an E8M0 code (0: 2^-127; 0xFF: NaN), as gemm_fp8.h's Pow2.
+float Pow2(uint8_t e) {
+  const uint32_t u = e == 0xFF ? 0x7FC00000u : (e == 0 ? 0x00400000u : uint32_t{e} << 23);
+  return __builtin_bit_cast(float, u);
+}
+
+// One step chunk of one row, as 16 words: f32 values of codes k0..k0+15, or
+// bf16 pairs of codes k0..k0+31 (pair s: k0 + 2s low, k0 + 2s + 1 high).
+// `n`: valid codes from k0 (the rest count as past K: zero words or halves);
+// `factor`: the MX factor of the chunk's scale block (1 without MX).
+__m512i RowChunk(const uint8_t* codes, int64_t n, bool pairs, bool mx, float factor,
+                 const float* values, const int32_t* bf16_words) {
+  if (!pairs) {
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(Mask16(n), codes));
+    __m512 v = _mm512_i32gather_ps(idx, values, 4);
+    if (mx) v = _mm512_maskz_mul_ps(Mask16(n), v, _mm512_set1_ps(factor));
+    return _mm512_castps_si512(v);
+  }
+  // 32 codes as 16 little-endian words: the low byte is the even k.
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi8(Mask32(n), codes));
+  const __m512i lo_idx = _mm512_and_si512(w, _mm512_set1_epi32(0xFF));
+  const __m512i hi_idx = _mm512_srli_epi32(w, 8);
+  const __mmask16 lo_valid = Mask16((n + 1) / 2), hi_valid = Mask16(n / 2);
+  __m512i lo, hi;
+  if (!mx) {
+    lo = _mm512_i32gather_epi32(lo_idx, bf16_words, 4);
+    hi = _mm512_i32gather_epi32(hi_idx, bf16_words, 4);
+  } else {
+    const __m512 f = _mm512_set1_ps(factor);
+    lo = Bf16Bits(_mm512_mul_ps(_mm512_i32gather_ps(lo_idx, values, 4), f));
+    hi = Bf16Bits(_mm512_mul_ps(_mm512_i32gather_ps(hi_idx, values, 4), f));
+  }
+  lo = _mm512_maskz_mov_epi32(lo_valid, lo);
+  hi = _mm512_maskz_mov_epi32(hi_valid, hi);
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
 }  // namespace
+
+bool PackFp8Rows(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+                 bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
+                 int k_panel, bool pairs, uint32_t* out) {
+  const bool mx = o.scaling == Fp8Scaling::kMx;
+  const int64_t chunk = pairs ? 32 : 16;  // codes per 16 words
+  if (mx && (trans || o.block % chunk != 0 || p0 % chunk != 0)) return false;
+  const int64_t mx_blocks = mx ? (k_total + o.block - 1) / o.block : 0;
+  const int64_t steps = pairs ? (kc + 1) / 2 : kc;
+  // The bf16 table as 32-bit words for the gathers.
+  alignas(64) int32_t bf16_words[256];
+  if (pairs && !mx) {
+    for (int q = 0; q < 256; ++q) bf16_words[q] = bf16[q];
+  }
+  const int64_t padded = (rows + k_panel - 1) / k_panel * k_panel;
+  if (trans) {  // stored [k, rows]: a step's codes are contiguous, no transpose
+    for (int64_t q0 = 0; q0 < padded; q0 += k_panel) {
+      uint32_t* panel = out + q0 * steps;
+      for (int g = 0; g < k_panel; g += 16) {
+        const int group = std::min(16, k_panel - g);
+        const int64_t valid = std::clamp<int64_t>(rows - q0 - g, 0, group);
+        const __mmask16 load = Mask16(valid), store = Mask16(group);
+        auto codes_at = [&](int64_t k) {
+          return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(load, o.data + (p0 + k) * ld + r0 + q0 + g));
+        };
+        for (int64_t st = 0; st < steps; ++st) {
+          __m512i w;
+          if (!pairs) {
+            w = _mm512_castps_si512(_mm512_i32gather_ps(codes_at(st), values, 4));
+          } else {
+            w = _mm512_i32gather_epi32(codes_at(2 * st), bf16_words, 4);
+            if (2 * st + 1 < kc) {
+              const __m512i hi = _mm512_i32gather_epi32(codes_at(2 * st + 1), bf16_words, 4);
+              w = _mm512_or_si512(w, _mm512_slli_epi32(hi, 16));
+            }
+          }
+          _mm512_mask_storeu_epi32(panel + st * k_panel + g, store, w);
+        }
+      }
+    }
+    return true;
+  }
+  for (int64_t q0 = 0; q0 < padded; q0 += k_panel) {
+    uint32_t* panel = out + q0 * steps;
+    // Groups of 16 of the panel's rows, transposed 16 steps at a time.
+    for (int g = 0; g < k_panel; g += 16) {
+      const int group = std::min(16, k_panel - g);
+      const __mmask16 store_mask = Mask16(group);
+      for (int64_t c0 = 0; c0 < kc; c0 += chunk) {
+        const int64_t n = std::min(chunk, kc - c0);
+        __m512 v[16];
+        for (int i = 0; i < 16; ++i) {
+          const int64_t r = q0 + g + i;
+          if (i >= group || r >= rows) {
+            v[i] = _mm512_setzero_ps();
+            continue;
+          }
+          const float factor =
+              mx ? Pow2(o.e8m0[(r0 + r) * mx_blocks + (p0 + c0) / o.block]) : 1.0f;
+          v[i] = _mm512_castsi512_ps(RowChunk(o.data + (r0 + r) * ld + p0 + c0, n, pairs, mx,
+                                              factor, values, bf16_words));
+        }
+        Transpose16x16(v);
+        const int64_t s0 = pairs ? c0 / 2 : c0;
+        const int64_t ns = std::min<int64_t>(16, steps - s0);
+        for (int64_t s = 0; s < ns; ++s) {
+          _mm512_mask_storeu_ps(reinterpret_cast<float*>(panel + (s0 + s) * k_panel + g),
+                                store_mask, v[s]);
+        }
+      }
+    }
+  }
+  return true;
+}
 
 void PackAF32(const float* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float* ap) {
   uint32_t* out = reinterpret_cast<uint32_t*>(ap);

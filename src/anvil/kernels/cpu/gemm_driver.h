@@ -35,7 +35,9 @@ namespace anvil::kernels::gemm_internal {
 //   MicroRows(bf16, rows, ... as Micro): the first rows (< kMr) of a tile
 //     straight into C, or false where the tier runs edge tiles on a copy,
 //   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n),
-//   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words).
+//   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words),
+//   PackFp8Rows(...): gemm_fp8.h's packing in vector code, or false where
+//     the tier has none for the case,
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
 // K blocks of p.fp8->kblock, and with block scaling each block's tile goes
 // through BlockUpdate instead of straight into C.

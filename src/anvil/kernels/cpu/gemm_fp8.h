@@ -45,6 +45,11 @@ struct Fp8Pack {
   static void Pack(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                    uint32_t* out) {
+    // The tier's vector packer where it has one (the same words).
+    if (K::PackFp8Rows(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
+                       static_cast<int>(kPanel), kPairs, out)) {
+      return;
+    }
     const int64_t steps = kPairs ? (kc + 1) / 2 : kc;
     const bool mx = o.scaling == Fp8Scaling::kMx;
     const int64_t mx_blocks = mx ? (k_total + o.block - 1) / o.block : 0;

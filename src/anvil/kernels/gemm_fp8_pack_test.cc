@@ -1,0 +1,89 @@
+// GemmFp8's AVX-512 packer (cpu/gemm_avx512_pack.cc) writes the words
+// gemm_fp8.h's scalar Fp8Pack::Pack writes, bit for bit: every code of both
+// formats (NaN and Inf included), rows stored [rows, k] and [k, rows], f32
+// words and bf16 pairs, with and without MX factors (0x00 and 0xFF among
+// them; [rows, k] only, as GemmFp8 allows), both panel heights, odd K,
+// partial chunks and a partial last panel. Skipped on CPUs without AVX-512.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "anvil/core/convert.h"
+#include "anvil/core/cpu_features.h"
+#include "anvil/kernels/cpu/gemm_avx512.h"
+#include "anvil/kernels/cpu/gemm_fp8.h"
+
+namespace anvil::kernels::gemm_internal {
+namespace {
+
+// A tier without a vector packer: Fp8Pack::Pack runs its scalar code.
+struct ScalarPackTier {
+  static bool PackFp8Rows(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
+                          int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
+    return false;
+  }
+};
+
+template <int64_t kPanel, bool kPairs>
+void Check(Fp8Format format, bool mx, bool trans, int64_t rows, int64_t p0, int64_t kc,
+           int64_t k_total, uint32_t seed) {
+  float values[256];
+  uint16_t bf16[256];
+  for (int q = 0; q < 256; ++q) {
+    const auto code = static_cast<uint8_t>(q);
+    values[q] = format == Fp8Format::kE4M3 ? E4M3ToF32(code) : E5M2ToF32(code);
+    bf16[q] = F32ToBF16(values[q]);
+  }
+  // Stored [rows, k] (ld along k) or [k, rows] (ld along the rows).
+  const int64_t r0 = 3, all_rows = r0 + rows, ld = (trans ? all_rows : k_total) + 5;
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> codes((trans ? k_total : all_rows) * ld);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i % 256 == 0 ? rng() : i);
+  const int64_t blocks = (k_total + 31) / 32;
+  std::vector<uint8_t> e8m0(all_rows * blocks);
+  for (size_t i = 0; i < e8m0.size(); ++i) {
+    e8m0[i] = i % 13 == 0 ? 0xFF : i % 11 == 0 ? 0x00 : static_cast<uint8_t>(110 + rng() % 35);
+  }
+  Fp8Operand o;
+  o.data = codes.data();
+  o.format = format;
+  o.scaling = mx ? Fp8Scaling::kMx : Fp8Scaling::kTensor;
+  o.e8m0 = mx ? e8m0.data() : nullptr;
+  o.block = mx ? 32 : 128;
+  const int64_t steps = kPairs ? (kc + 1) / 2 : kc;
+  const int64_t words = (rows + kPanel - 1) / kPanel * kPanel * steps;
+  std::vector<uint32_t> want(words, 0xDEADBEEF), got(words, 0xDEADBEEF);
+  Fp8Pack<ScalarPackTier>::Pack<kPanel, kPairs>(o, values, bf16, ld, trans, r0, rows, p0, kc,
+                                                k_total, want.data());
+  ASSERT_TRUE(avx512::PackFp8Rows(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
+                                  static_cast<int>(kPanel), kPairs, got.data()));
+  for (int64_t i = 0; i < words; ++i) {
+    ASSERT_EQ(got[i], want[i]) << (format == Fp8Format::kE4M3 ? "e4m3" : "e5m2")
+                               << (mx ? " mx" : "") << (trans ? " [k, rows]" : "")
+                               << (kPairs ? " pairs" : " f32")
+                               << " panel " << kPanel << " rows " << rows << " kc " << kc
+                               << ": word " << i;
+  }
+}
+
+TEST(GemmFp8Pack, VectorRowsEqualScalar) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (Fp8Format format : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool mx = variant == 1, trans = variant == 2;
+      // (rows, p0, kc, k_total): whole chunks, an odd K tail, a second K block.
+      Check<32, false>(format, mx, trans, 45, 0, 96, 96, 1);
+      Check<32, false>(format, mx, trans, 7, 0, 37, 37, 2);
+      Check<14, false>(format, mx, trans, 30, 64, 75, 139, 3);
+      Check<32, true>(format, mx, trans, 45, 0, 96, 96, 4);
+      Check<32, true>(format, mx, trans, 33, 0, 37, 37, 5);
+      Check<14, true>(format, mx, trans, 30, 64, 75, 139, 6);
+      Check<14, true>(format, mx, trans, 1, 0, 1, 1, 7);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace anvil::kernels::gemm_internal
