@@ -20,7 +20,7 @@ namespace {
 
 // A tier without a vector packer: Fp8Pack::Pack runs its scalar code.
 struct ScalarPackTier {
-  static bool PackFp8Rows(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
+  static bool PackFp8Vector(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
                           int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
     return false;
   }
@@ -57,7 +57,7 @@ void Check(Fp8Format format, bool mx, bool trans, int64_t rows, int64_t p0, int6
   std::vector<uint32_t> want(words, 0xDEADBEEF), got(words, 0xDEADBEEF);
   Fp8Pack<ScalarPackTier>::Pack<kPanel, kPairs>(o, values, bf16, ld, trans, r0, rows, p0, kc,
                                                 k_total, want.data());
-  ASSERT_TRUE(avx512::PackFp8Rows(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
+  ASSERT_TRUE(avx512::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
                                   static_cast<int>(kPanel), kPairs, got.data()));
   for (int64_t i = 0; i < words; ++i) {
     ASSERT_EQ(got[i], want[i]) << (format == Fp8Format::kE4M3 ? "e4m3" : "e5m2")
@@ -68,7 +68,7 @@ void Check(Fp8Format format, bool mx, bool trans, int64_t rows, int64_t p0, int6
   }
 }
 
-TEST(GemmFp8Pack, VectorRowsEqualScalar) {
+TEST(GemmFp8Pack, VectorPackerEqualsScalar) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   for (Fp8Format format : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
     for (int variant = 0; variant < 3; ++variant) {

@@ -109,7 +109,7 @@ struct Tier {
                 b_step, c, ldc, add);
   }
   // FP8 operands pack with gemm_fp8.h's scalar code.
-  static bool PackFp8Rows(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
+  static bool PackFp8Vector(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
                           int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
     return false;
   }

@@ -129,10 +129,10 @@ struct Tier {
       MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u);
     }
   }
-  static bool PackFp8Rows(const Fp8Operand& o, const float* values, const uint16_t* bf16,
+  static bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16,
                           int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0,
                           int64_t kc, int64_t k_total, int k_panel, bool pairs, uint32_t* out) {
-    return avx512::PackFp8Rows(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total, k_panel,
+    return avx512::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total, k_panel,
                                pairs, out);
   }
   // The first `rows` (< kMr) rows of a tile straight into C.

@@ -42,7 +42,7 @@ void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc,
 // `bf16`: their bf16 bits. False (nothing written) where it does not apply:
 // MX scales with `trans`, or MX blocks that are not a multiple of the chunk
 // it decodes (16 k, 32 for pairs).
-bool PackFp8Rows(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
                  bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                  int k_panel, bool pairs, uint32_t* out);
 

@@ -132,7 +132,7 @@ __m512i RowChunk(const uint8_t* codes, int64_t n, bool pairs, bool mx, float fac
 
 }  // namespace
 
-bool PackFp8Rows(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
                  bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                  int k_panel, bool pairs, uint32_t* out) {
   const bool mx = o.scaling == Fp8Scaling::kMx;

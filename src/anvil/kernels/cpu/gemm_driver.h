@@ -36,7 +36,7 @@ namespace anvil::kernels::gemm_internal {
 //     straight into C, or false where the tier runs edge tiles on a copy,
 //   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n),
 //   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words),
-//   PackFp8Rows(...): gemm_fp8.h's packing in vector code, or false where
+//   PackFp8Vector(...): gemm_fp8.h's packing in vector code, or false where
 //     the tier has none for the case,
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
 // K blocks of p.fp8->kblock, and with block scaling each block's tile goes

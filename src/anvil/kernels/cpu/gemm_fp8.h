@@ -46,7 +46,7 @@ struct Fp8Pack {
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                    uint32_t* out) {
     // The tier's vector packer where it has one (the same words).
-    if (K::PackFp8Rows(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
+    if (K::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
                        static_cast<int>(kPanel), kPairs, out)) {
       return;
     }
