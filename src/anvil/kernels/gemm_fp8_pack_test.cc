@@ -21,7 +21,7 @@ namespace {
 // A tier without a vector packer: Fp8Pack::Pack runs its scalar code.
 struct ScalarPackTier {
   static bool PackFp8Vector(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
-                          int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
+                            int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
     return false;
   }
 };
@@ -40,7 +40,8 @@ void Check(Fp8Format format, bool mx, bool trans, int64_t rows, int64_t p0, int6
   const int64_t r0 = 3, all_rows = r0 + rows, ld = (trans ? all_rows : k_total) + 5;
   std::mt19937 rng(seed);
   std::vector<uint8_t> codes((trans ? k_total : all_rows) * ld);
-  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i % 256 == 0 ? rng() : i);
+  for (size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<uint8_t>(i % 256 == 0 ? rng() : i);
   const int64_t blocks = (k_total + 31) / 32;
   std::vector<uint8_t> e8m0(all_rows * blocks);
   for (size_t i = 0; i < e8m0.size(); ++i) {
@@ -58,13 +59,12 @@ void Check(Fp8Format format, bool mx, bool trans, int64_t rows, int64_t p0, int6
   Fp8Pack<ScalarPackTier>::Pack<kPanel, kPairs>(o, values, bf16, ld, trans, r0, rows, p0, kc,
                                                 k_total, want.data());
   ASSERT_TRUE(avx512::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
-                                  static_cast<int>(kPanel), kPairs, got.data()));
+                                    static_cast<int>(kPanel), kPairs, got.data()));
   for (int64_t i = 0; i < words; ++i) {
     ASSERT_EQ(got[i], want[i]) << (format == Fp8Format::kE4M3 ? "e4m3" : "e5m2")
                                << (mx ? " mx" : "") << (trans ? " [k, rows]" : "")
-                               << (kPairs ? " pairs" : " f32")
-                               << " panel " << kPanel << " rows " << rows << " kc " << kc
-                               << ": word " << i;
+                               << (kPairs ? " pairs" : " f32") << " panel " << kPanel << " rows "
+                               << rows << " kc " << kc << ": word " << i;
   }
 }
 

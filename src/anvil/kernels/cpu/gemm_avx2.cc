@@ -110,7 +110,7 @@ struct Tier {
   }
   // FP8 operands pack with gemm_fp8.h's scalar code.
   static bool PackFp8Vector(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,
-                          int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
+                            int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
     return false;
   }
   // Edge tiles run the whole 6-row kernel on a copy (gemm_driver.h).

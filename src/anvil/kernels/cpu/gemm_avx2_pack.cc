@@ -73,7 +73,7 @@ void PackAT(const T* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float
   for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
     const int64_t nrow = Min(kMr, rows - r0);
     float* panel = ap + r0 * kc;  // (r0 / kMr) * kMr * kc
-    if (trans) {  // a row of the stored A^T holds one k's values of all rows
+    if (trans) {                  // a row of the stored A^T holds one k's values of all rows
       for (int64_t k = 0; k < kc; ++k) Store6(panel + k * kMr, Load8(a + k * lda + r0, nrow));
       continue;
     }
@@ -128,8 +128,8 @@ __m128i Round8(__m256 x) {
   const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
                                          _mm256_set1_epi32(0x7F800000));
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(
-      _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
   r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FFF), nan);
   // packus works within 128-bit lanes: gather the two lanes' four words.
   r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);

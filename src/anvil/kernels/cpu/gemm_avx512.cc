@@ -130,10 +130,10 @@ struct Tier {
     }
   }
   static bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16,
-                          int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0,
-                          int64_t kc, int64_t k_total, int k_panel, bool pairs, uint32_t* out) {
+                            int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0,
+                            int64_t kc, int64_t k_total, int k_panel, bool pairs, uint32_t* out) {
     return avx512::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total, k_panel,
-                               pairs, out);
+                                 pairs, out);
   }
   // The first `rows` (< kMr) rows of a tile straight into C.
   static bool MicroRows(bool bf16, int64_t rows, int64_t steps, const uint32_t* ap,

@@ -43,8 +43,8 @@ void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc,
 // MX scales with `trans`, or MX blocks that are not a multiple of the chunk
 // it decodes (16 k, 32 for pairs).
 bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
-                 bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
-                 int k_panel, bool pairs, uint32_t* out);
+                   bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
+                   int k_panel, bool pairs, uint32_t* out);
 
 // The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
 // uses 24 KiB of scratch.

@@ -133,8 +133,8 @@ __m512i RowChunk(const uint8_t* codes, int64_t n, bool pairs, bool mx, float fac
 }  // namespace
 
 bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
-                 bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
-                 int k_panel, bool pairs, uint32_t* out) {
+                   bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
+                   int k_panel, bool pairs, uint32_t* out) {
   const bool mx = o.scaling == Fp8Scaling::kMx;
   const int64_t chunk = pairs ? 32 : 16;  // codes per 16 words
   if (mx && (trans || o.block % chunk != 0 || p0 % chunk != 0)) return false;
@@ -154,7 +154,8 @@ bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf1
         const int64_t valid = std::clamp<int64_t>(rows - q0 - g, 0, group);
         const __mmask16 load = Mask16(valid), store = Mask16(group);
         auto codes_at = [&](int64_t k) {
-          return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(load, o.data + (p0 + k) * ld + r0 + q0 + g));
+          return _mm512_cvtepu8_epi32(
+              _mm_maskz_loadu_epi8(load, o.data + (p0 + k) * ld + r0 + q0 + g));
         };
         for (int64_t st = 0; st < steps; ++st) {
           __m512i w;

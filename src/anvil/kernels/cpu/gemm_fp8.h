@@ -47,7 +47,7 @@ struct Fp8Pack {
                    uint32_t* out) {
     // The tier's vector packer where it has one (the same words).
     if (K::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total,
-                       static_cast<int>(kPanel), kPairs, out)) {
+                         static_cast<int>(kPanel), kPairs, out)) {
       return;
     }
     const int64_t steps = kPairs ? (kc + 1) / 2 : kc;
