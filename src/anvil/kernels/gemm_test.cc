@@ -302,8 +302,9 @@ TEST(Gemm, BatchInvariantOverRowsThreadsAndRepeats) {
 }
 
 // Small M with B = [k, n] streams B unpacked (M <= 8 in one pass, more in
-// chunks while B is small); its rows must equal the packed path's (M = 64)
-// bit for bit, including K tails (odd K: a half bf16 pair).
+// chunks while B is small) or, up to 64 rows, reads an f32 B in place; its
+// rows must equal the packed path's (M = 80) bit for bit, including K tails
+// (odd K: a half bf16 pair).
 template <typename T, typename TC>
 void CheckStreamingEqualsPacked(const char* dtypes) {
   ThreadPool pool(2);
@@ -311,11 +312,12 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
        {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513}, Shape{0, 200, 2100}}) {
     for (Trans ta : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
-        const Problem<T, TC> p(64, s.n, s.k, ta, Trans::kN, accumulate, 500);
+        // 80 rows: past the 64 that read an f32 B in place, so B is packed.
+        const Problem<T, TC> p(80, s.n, s.k, ta, Trans::kN, accumulate, 500);
         for (Isa isa : Tiers()) {
           const KernelCtx ctx(pool, isa);
-          const std::vector<TC> packed = p.Rows(ctx, 64);
-          for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 32}) {
+          const std::vector<TC> packed = p.Rows(ctx, 80);
+          for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 32, 64}) {
             ExpectSameRows(p.Rows(ctx, m), packed,
                            Name(p.g, isa, dtypes) + " M=" + std::to_string(m));
           }
@@ -324,11 +326,11 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
     }
   }
   // B over 8 MiB takes the DRAM-streaming sweep order (row groups, prefetch).
-  const Problem<T, TC> big(64, 2100, 2100, Trans::kN, Trans::kN, true, 501);
+  const Problem<T, TC> big(80, 2100, 2100, Trans::kN, Trans::kN, true, 501);
   for (Isa isa : Tiers()) {
     if (isa == Isa::kScalar) continue;  // one path only
     const KernelCtx ctx(pool, isa);
-    const std::vector<TC> packed = big.Rows(ctx, 64);
+    const std::vector<TC> packed = big.Rows(ctx, 80);
     for (int64_t m : {1, 3, 8}) {
       ExpectSameRows(big.Rows(ctx, m), packed, Name(big.g, isa, dtypes) + " M=" + std::to_string(m));
     }

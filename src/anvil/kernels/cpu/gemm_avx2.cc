@@ -87,7 +87,7 @@ struct Tier {
   static constexpr int64_t kNr = avx2::kNr;
   static constexpr int64_t kMc = avx2::kMc;
   static constexpr int64_t kNc = avx2::kNc;
-  // Few rows read B in place while its rows are less than a page apart: a
+  // Few rows read B in place while its rows are at most a page apart: a
   // 16-column panel takes 64 bytes a row, and the hardware prefetchers stop
   // at page boundaries (ANVIL_ISA=avx2 on the Xeon host, two runs each:
   // 64x3072x768 f32 135-148 -> 111-115 GFLOP/s in place, 32x768x768

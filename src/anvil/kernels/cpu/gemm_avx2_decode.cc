@@ -150,7 +150,7 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
     for (int i = 0; i < M; ++i) {
       float* r = run + i * ld;
       const float* x = acc + i * ld;
-      if (pc > 0) {
+      if (pc > 0) {  // lanes past w hold sums of zero columns: computed, never stored
         for (int64_t j = 0; j < ld; j += 8) {
           _mm256_store_ps(r + j, _mm256_add_ps(_mm256_load_ps(r + j), _mm256_load_ps(x + j)));
         }
@@ -162,8 +162,9 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
           std::memcpy(r, static_cast<const float*>(p.c) + at, w * sizeof(float));
         }
         for (int64_t j = 0; j < w; ++j) r[j] += x[j];
+        std::memcpy(r + w, x + w, (ld - w) * sizeof(float));
       } else {
-        std::memcpy(r, x, w * sizeof(float));
+        std::memcpy(r, x, ld * sizeof(float));
       }
     }
   }

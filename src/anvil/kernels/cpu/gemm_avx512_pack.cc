@@ -168,7 +168,9 @@ bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf1
               w = _mm512_or_si512(w, _mm512_slli_epi32(hi, 16));
             }
           }
-          _mm512_mask_storeu_epi32(panel + st * k_panel + g, store, w);
+          // Rows past the matrix are zero words (not value(0), whatever it is).
+          _mm512_mask_storeu_epi32(panel + st * k_panel + g, store,
+                                   _mm512_maskz_mov_epi32(load, w));
         }
       }
     }
