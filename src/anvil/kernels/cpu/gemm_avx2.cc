@@ -25,16 +25,21 @@ constexpr int64_t kKc = kAvx2.kc;
 constexpr int64_t kMc = 20 * kMr;
 constexpr int64_t kNc = 512;
 
-// C[0:6, 0:16] (=|+=) the K block's sum from zero. The twelve accumulators are
-// named one by one: with them in an array indexed by an unrolled loop, GCC 12
-// kept the registers but also stored all twelve to the stack at every k step
-// (ten stores per twelve FMAs; the kernel ran at about half its peak).
-// B's step s is the kNr floats at bp + s * b_step (a packed panel: kNr).
+// C[0:kRows, 0:16] (=|+=) the K block's sum from zero; kRows < 6: the first
+// rows of a panel (an edge tile; each row's sums are the same whichever
+// kernel computes them). The twelve accumulators are named one by one (the
+// rows past kRows are dead code): with them in an array indexed by an
+// unrolled loop, GCC 12 kept the registers but also stored all twelve to the
+// stack at every k step (ten stores per twelve FMAs; the kernel ran at about
+// half its peak). B's step s is the kNr floats at bp + s * b_step (a packed
+// panel: kNr).
+template <int kRows = kMr>
 void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step, float* c,
                  int64_t ldc, bool add) {
+  static_assert(kRows >= 1 && kRows <= kMr);
   // The C tile is read (add) or written at the end; fetch its lines now, so the
   // K block's FMAs hide the miss (C of a training GEMM is far larger than L2).
-  for (int r = 0; r < kMr; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
   }
@@ -49,27 +54,37 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step
     __m256 a = _mm256_broadcast_ss(ap + 0);
     c00 = _mm256_fmadd_ps(a, b0, c00);
     c01 = _mm256_fmadd_ps(a, b1, c01);
-    a = _mm256_broadcast_ss(ap + 1);
-    c10 = _mm256_fmadd_ps(a, b0, c10);
-    c11 = _mm256_fmadd_ps(a, b1, c11);
-    a = _mm256_broadcast_ss(ap + 2);
-    c20 = _mm256_fmadd_ps(a, b0, c20);
-    c21 = _mm256_fmadd_ps(a, b1, c21);
-    a = _mm256_broadcast_ss(ap + 3);
-    c30 = _mm256_fmadd_ps(a, b0, c30);
-    c31 = _mm256_fmadd_ps(a, b1, c31);
-    a = _mm256_broadcast_ss(ap + 4);
-    c40 = _mm256_fmadd_ps(a, b0, c40);
-    c41 = _mm256_fmadd_ps(a, b1, c41);
-    a = _mm256_broadcast_ss(ap + 5);
-    c50 = _mm256_fmadd_ps(a, b0, c50);
-    c51 = _mm256_fmadd_ps(a, b1, c51);
+    if constexpr (kRows > 1) {
+      a = _mm256_broadcast_ss(ap + 1);
+      c10 = _mm256_fmadd_ps(a, b0, c10);
+      c11 = _mm256_fmadd_ps(a, b1, c11);
+    }
+    if constexpr (kRows > 2) {
+      a = _mm256_broadcast_ss(ap + 2);
+      c20 = _mm256_fmadd_ps(a, b0, c20);
+      c21 = _mm256_fmadd_ps(a, b1, c21);
+    }
+    if constexpr (kRows > 3) {
+      a = _mm256_broadcast_ss(ap + 3);
+      c30 = _mm256_fmadd_ps(a, b0, c30);
+      c31 = _mm256_fmadd_ps(a, b1, c31);
+    }
+    if constexpr (kRows > 4) {
+      a = _mm256_broadcast_ss(ap + 4);
+      c40 = _mm256_fmadd_ps(a, b0, c40);
+      c41 = _mm256_fmadd_ps(a, b1, c41);
+    }
+    if constexpr (kRows > 5) {
+      a = _mm256_broadcast_ss(ap + 5);
+      c50 = _mm256_fmadd_ps(a, b0, c50);
+      c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
     ap += kMr;
     bp += b_step;
   }
   const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                               {c30, c31}, {c40, c41}, {c50, c51}};
-  for (int r = 0; r < kMr; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     float* row = c + r * ldc;
     __m256 lo = acc[r][0], hi = acc[r][1];
     if (add) {
@@ -113,10 +128,20 @@ struct Tier {
                             int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t*) {
     return false;
   }
-  // Edge tiles run the whole 6-row kernel on a copy (gemm_driver.h).
-  static bool MicroRows(bool, int64_t, int64_t, const uint32_t*, const uint32_t*, int64_t, float*,
-                        int64_t, bool) {
-    return false;
+  // The first `rows` (< kMr) rows of a tile straight into C.
+  static bool MicroRows(bool, int64_t rows, int64_t steps, const uint32_t* ap_words,
+                        const uint32_t* bp_words, int64_t b_step, float* c, int64_t ldc,
+                        bool add) {
+    const auto* ap = reinterpret_cast<const float*>(ap_words);
+    const auto* bp = reinterpret_cast<const float*>(bp_words);
+    switch (rows) {
+      case 1: MicroKernel<1>(steps, ap, bp, b_step, c, ldc, add); return true;
+      case 2: MicroKernel<2>(steps, ap, bp, b_step, c, ldc, add); return true;
+      case 3: MicroKernel<3>(steps, ap, bp, b_step, c, ldc, add); return true;
+      case 4: MicroKernel<4>(steps, ap, bp, b_step, c, ldc, add); return true;
+      case 5: MicroKernel<5>(steps, ap, bp, b_step, c, ldc, add); return true;
+      default: return false;
+    }
   }
   static void WidenRow(const BF16* src, float* dst, int64_t n) { avx2::WidenRow(src, dst, n); }
   static void RoundRow(const float* src, BF16* dst, int64_t n) { avx2::RoundRow(src, dst, n); }
