@@ -164,10 +164,11 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     PolicyStepConfig config;
   };
   const Case cases[] = {
-      {"grpo", {.loss = {.advantage = AdvantageKind::kGroup}}},
-      {"reinforce", {.loss = {.advantage = AdvantageKind::kBatchBaseline}}},
+      {"grpo", {.loss = {.advantage = AdvantageKind::kGroup}, .ppo = {}}},
+      {"reinforce", {.loss = {.advantage = AdvantageKind::kBatchBaseline}, .ppo = {}}},
       {"ppo", {.loss = {.advantage = AdvantageKind::kGae}, .ppo = {.vf_coef = 0.5}}},
-      {"grpo 2x2", {.loss = {.advantage = AdvantageKind::kGroup}, .epochs = 2, .minibatches = 2}},
+      {"grpo 2x2",
+       {.loss = {.advantage = AdvantageKind::kGroup}, .ppo = {}, .epochs = 2, .minibatches = 2}},
   };
   for (const Case& c : cases) {
     model.InitWeights(ctx, 4);
@@ -197,7 +198,9 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     const double last = (reward[22] + reward[23] + reward[24]) / 3;
     std::printf("toy reward (%s): first steps %.3f, last steps %.3f\n", c.name, first, last);
     EXPECT_GT(last, first + 0.3) << c.name;
-    if (c.config.epochs > 1) EXPECT_GT(clip, 0.0) << "the later updates are off-policy";
+    if (c.config.epochs > 1) {
+      EXPECT_GT(clip, 0.0) << "the later updates are off-policy";
+    }
     if (ppo) {  // the critic learns the returns
       std::printf("  value loss: first step %.4f, last %.4f\n", value_loss[0], value_loss[24]);
       EXPECT_LT(value_loss[24], 0.5 * value_loss[0]);

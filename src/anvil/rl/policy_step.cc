@@ -95,7 +95,9 @@ Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::K
                                   std::span<const std::vector<int32_t>> prompts, int64_t step,
                                   const std::atomic<bool>* cancel) {
   ANVIL_TRACE_ZONE("rollouts");
-  Rollouts r{.sampling = engine.options().sampling, .group_size = engine.options().samples};
+  Rollouts r;
+  r.sampling = engine.options().sampling;
+  r.group_size = engine.options().samples;
   RETURN_IF_ERROR(CheckSampling(r.sampling));
   ASSIGN_OR_RETURN(r.samples, engine.Generate(ctx, prompts, &r.stats,
                                               static_cast<uint32_t>(step * prompts.size()), cancel));

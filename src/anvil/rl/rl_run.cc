@@ -315,7 +315,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   if (run->step() == 0) {
     ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
   } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
-    first_eval = TaskEval{.accuracy = *a};
+    first_eval.emplace();
+    first_eval->accuracy = *a;
   }
   if (first_eval) {
     run->SetExtraState(
