@@ -10,6 +10,8 @@
 // arithmetic as full ones.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 
 #include "anvil/core/bf16.h"
@@ -20,6 +22,31 @@ namespace anvil::kernels::gemm_internal::avx2 {
 inline constexpr int kMr = 6;
 inline constexpr int kNr = 16;
 static_assert(kAvx2.mr == kMr && kAvx2.nr == kNr);
+
+// Lanes [0, n) set (n may be negative or above 8).
+inline __m256i LaneMask(int64_t n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t c = n < 0 ? 0 : n > 8 ? 8 : n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(c)), lanes);
+}
+
+// The first n of 8 values at p as f32 (bf16 widened exactly), zero past them;
+// nothing past them is read.
+inline __m256 Load8(const float* p, int64_t n) {
+  if (n >= 8) return _mm256_loadu_ps(p);
+  return _mm256_maskload_ps(p, LaneMask(n));
+}
+inline __m256 Load8(const BF16* p, int64_t n) {
+  __m128i h;
+  if (n >= 8) {
+    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  } else {
+    alignas(16) uint16_t tmp[8] = {};
+    for (int64_t j = 0; j < n; ++j) tmp[j] = p[j].bits;
+    h = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
+  }
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 
 // `a` points at op(A)[i0, p0] as stored (trans: A is [k, m]); packs rows
 // [0, rows) x k [0, kc) into ceil(rows / kMr) panels.

@@ -9,8 +9,6 @@
 // each group row read end to end across the panel (long sequential runs), by
 // register strips whose sums park in L1 between groups. Every loop touching
 // the accumulators is unrolled, so they live in registers.
-#include <immintrin.h>
-
 #include <cstring>
 #include <type_traits>
 
@@ -20,27 +18,15 @@ namespace anvil::kernels::gemm_internal::avx2 {
 namespace {
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
-__m256i LaneMask(int64_t n) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 0 ? 0 : n)), lanes);
-}
-
-// Eight B values as f32: whole, or (kEdge) the lanes of `mask` / the first n.
+// Eight B values as f32: whole, or (kEdge) the lanes of `mask` (f32) / the
+// first n (bf16).
 template <bool kEdge>
 [[gnu::always_inline]] inline __m256 LoadB(const float* p, __m256i mask, int64_t) {
   return kEdge ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
 }
 template <bool kEdge>
 [[gnu::always_inline]] inline __m256 LoadB(const BF16* p, __m256i, int64_t n) {
-  __m128i h;
-  if (!kEdge) {
-    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  } else {
-    alignas(16) uint16_t tmp[8] = {};
-    for (int64_t j = 0; j < n && j < 8; ++j) tmp[j] = p[j].bits;
-    h = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
-  }
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return Load8(p, kEdge ? n : 8);
 }
 
 // B rows per sweep of a panel; partials reload once per group.

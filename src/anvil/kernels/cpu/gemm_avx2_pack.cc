@@ -2,38 +2,12 @@
 // and the bf16 <-> f32 row conversions of the AVX2 units. Masked loads bound
 // every read to the matrix; transposes are 8x8 in registers; bf16 is widened
 // to f32 on the way (exact: a shift).
-#include <immintrin.h>
-
 #include "anvil/kernels/cpu/gemm_avx2.h"
 
 namespace anvil::kernels::gemm_internal::avx2 {
 namespace {
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
-
-// Lanes [0, n) set (n may be negative or above 8).
-__m256i LaneMask(int64_t n) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const int64_t c = n < 0 ? 0 : n > 8 ? 8 : n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(c)), lanes);
-}
-
-// The first n of 8 values at p, zero past them.
-__m256 Load8(const float* p, int64_t n) {
-  if (n >= 8) return _mm256_loadu_ps(p);
-  return _mm256_maskload_ps(p, LaneMask(n));
-}
-__m256 Load8(const BF16* p, int64_t n) {
-  __m128i h;
-  if (n >= 8) {
-    h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  } else {
-    alignas(16) uint16_t tmp[8] = {};
-    for (int64_t j = 0; j < n; ++j) tmp[j] = p[j].bits;
-    h = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
-  }
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 // In-place transpose of 8 rows of 8 lanes: v[i] lane j <- v[j] lane i.
 [[gnu::always_inline]] inline void Transpose8x8(__m256 v[8]) {
