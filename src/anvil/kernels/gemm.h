@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/bf16.h"
@@ -147,5 +148,50 @@ void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, co
 // The K block of GemmFp8's summation order for these operands on `isa`.
 int64_t GemmFp8KBlock(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
                       Fp8Decode decode = Fp8Decode::kBf16);
+
+// An FP8 B kept for many GemmFp8 calls (a model's quantized weights while it
+// decodes, one row or a few per call): a copy of its codes and scales and, on
+// the SIMD tiers, its panels decoded as GemmFp8 packs them for ctx's tier, the
+// `decode` format and A operands scaled as `a_like` is (its scaling, block and
+// so the K block of the order; its data is not read). GemmFp8 with it gives
+// the bits of GemmFp8 on the original operands without decoding all of B in
+// every call. Nothing of the original is kept: pack again after it changes.
+class PackedFp8B {
+ public:
+  PackedFp8B() = default;
+  // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).
+  PackedFp8B(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,
+             const Fp8Operand& b, Fp8Decode decode) {
+    Pack(ctx, args, a_like, b, decode);
+  }
+  // Packs anew (the storage is kept where the sizes stay).
+  void Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,
+            const Fp8Operand& b, Fp8Decode decode);
+  PackedFp8B(PackedFp8B&&) = default;  // b_ points into the moved vectors' storage
+  PackedFp8B& operator=(PackedFp8B&&) = default;
+  PackedFp8B(const PackedFp8B&) = delete;
+  PackedFp8B& operator=(const PackedFp8B&) = delete;
+  // B's layout (the recipe may store it either way).
+  Trans trans_b() const { return args_.trans_b; }
+  // The copy and the decoded panels.
+  int64_t bytes() const;
+
+ private:
+  friend void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a,
+                      const PackedFp8B& b, float* c);
+  GemmArgs args_{};  // k, n, trans_b of B; ldb tight (the copy's)
+  Fp8Operand a_like_{}, b_{};  // b_: the copy below
+  Fp8Decode decode_ = Fp8Decode::kBf16;
+  Isa tier_ = Isa::kScalar;
+  std::vector<uint8_t> codes_;
+  std::vector<float> scales_;
+  std::vector<uint8_t> e8m0_;
+  AlignedBuffer packed_;  // empty on the scalar tier, which reads the codes
+};
+
+// C (+)= A · B as GemmFp8 with B packed (args' k, n, trans_b must be the
+// packed ones, A scaled as its a_like; ctx on the tier it was packed for).
+void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a,
+             const PackedFp8B& b, float* c);
 
 }  // namespace anvil::kernels

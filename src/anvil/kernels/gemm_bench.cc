@@ -70,10 +70,10 @@ void Shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
-// GemmFp8 on the training shapes, operands quantized once outside the
-// timing. Args: m, n, k, threads, isa, recipe (0: DeepSeek-V3 1x128 A x
-// 128x128-tile B, NN; 1: MXFP8, B [n, k]; 2: tensorwise NN), decode (0: to
-// bf16, 1: to f32).
+// GemmFp8, operands quantized once outside the timing. Args: m, n, k,
+// threads, isa, recipe (0: DeepSeek-V3 1x128 A x 128x128-tile B, NN; 1:
+// MXFP8, B [n, k]; 2: tensorwise NN), decode (0: to bf16, 1: to f32), and
+// optionally B packed once (PackedFp8B; 0: decoded in every call).
 void BM_GemmFp8(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   ThreadPool pool(static_cast<int>(state.range(3)));
@@ -110,8 +110,15 @@ void BM_GemmFp8(benchmark::State& state) {
     a.scale = b.scale = 1.0f / 400.0f;
   }
   std::vector<float> c(m * n);
+  const Fp8Decode decode = state.range(6) == 0 ? Fp8Decode::kBf16 : Fp8Decode::kF32;
+  const bool pack_once = state.range(7) != 0;
+  const PackedFp8B packed = pack_once ? PackedFp8B(ctx, g, a, b, decode) : PackedFp8B();
   for (auto _ : state) {
-    GemmFp8(ctx, g, a, b, c.data(), state.range(6) == 0 ? Fp8Decode::kBf16 : Fp8Decode::kF32);
+    if (pack_once) {
+      GemmFp8(ctx, g, a, packed, c.data());
+    } else {
+      GemmFp8(ctx, g, a, b, c.data(), decode);
+    }
     benchmark::DoNotOptimize(c.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(
@@ -122,9 +129,21 @@ void Fp8Shapes(benchmark::internal::Benchmark* b) {
   for (int isa : {static_cast<int>(Isa::kAvx512), static_cast<int>(Isa::kAvx2)}) {
     for (int decode : {0, 1}) {
       for (int recipe : {0, 1, 2}) {
-        b->Args({4096, 768, 768, 2, isa, recipe, decode});
-        b->Args({4096, 3072, 768, 2, isa, recipe, decode});
-        b->Args({4096, 768, 3072, 2, isa, recipe, decode});
+        b->Args({4096, 768, 768, 2, isa, recipe, decode, 0});
+        b->Args({4096, 3072, 768, 2, isa, recipe, decode, 0});
+        b->Args({4096, 768, 3072, 2, isa, recipe, decode, 0});
+      }
+    }
+  }
+}
+
+// Decode shapes (an FP8 model's layers at batch 1, 8 and 32), B decoded in
+// every call or packed once.
+void Fp8DecodeShapes(benchmark::internal::Benchmark* b) {
+  for (int isa : {static_cast<int>(Isa::kAvx512), static_cast<int>(Isa::kAvx2)}) {
+    for (int recipe : {0, 1}) {
+      for (int packed : {0, 1}) {
+        for (int64_t m : {1, 8, 32}) b->Args({m, 768, 768, 2, isa, recipe, 1, packed});
       }
     }
   }
@@ -175,6 +194,7 @@ BENCHMARK(BM_Gemm<float>)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_GemmPackedB)->Apply(PackedShapes)->UseRealTime();
 BENCHMARK(BM_Gemm<BF16>)->Apply(Shapes)->UseRealTime();
 BENCHMARK(BM_GemmFp8)->Apply(Fp8Shapes)->UseRealTime();
+BENCHMARK(BM_GemmFp8)->Apply(Fp8DecodeShapes)->UseRealTime();
 
 }  // namespace
 }  // namespace anvil::kernels

@@ -6,7 +6,8 @@
 // Against the double oracle (ref/gemm_fp8_ref.h) within a bound derived from
 // the summation (|error| <= (k + 2) u sum |terms|, u = 2^-24, plus bf16's
 // rounding of C), and bitwise: a few rows computed alone equal the same rows
-// of the whole batch (batch invariance), and 2 threads equal 1.
+// of the whole batch (batch invariance), 2 threads equal 1, and B packed once
+// (PackedFp8B) equals B packed in the call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -155,6 +156,19 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
                                   "x" + std::to_string(k) + (accumulate ? " acc " : " ") +
                                   IsaName(isa) + (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
         EXPECT_EQ(c1, c2) << where << ": 2 threads differ from 1";
+        {  // B packed once, from a copy poisoned afterwards: the same bits.
+          Quantized copy = b;
+          copy.op.data = copy.codes.data();
+          if (!copy.scales.empty()) copy.op.scales = copy.scales.data();
+          if (!copy.e8m0.empty()) copy.op.e8m0 = copy.e8m0.data();
+          const PackedFp8B packed(Ctx(isa, 1), args, a.op, copy.op, decode);
+          std::fill(copy.codes.begin(), copy.codes.end(), uint8_t{0x7F});  // E4M3 NaN
+          std::fill(copy.scales.begin(), copy.scales.end(), NAN);
+          std::fill(copy.e8m0.begin(), copy.e8m0.end(), uint8_t{0xFF});
+          std::vector<float> c4 = c0;
+          GemmFp8(Ctx(isa, 2), args, a.op, packed, c4.data());
+          EXPECT_EQ(c4, c1) << where << ": B packed once differs";
+        }
         for (int64_t i = 0; i < m * n; ++i) {
           const double bound = (static_cast<double>(k) + 4) * 0x1p-24 * mag[i] + 1e-30;
           ASSERT_LE(std::fabs(c1[i] - want[i]), bound) << where << " element " << i;
@@ -192,6 +206,7 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
 TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
   for (const Case& cs : Cases()) {
     Check(cs, 30, 70, 300);   // ragged: partial tiles, blocks and panels
+    Check(cs, 1, 70, 300);    // a decode row
     Check(cs, 5, 33, 128);    // one K block
     Check(cs, 64, 256, 640);  // several full tiles and blocks
   }

@@ -162,10 +162,12 @@ bool BlockScaled(const Fp8Operand& o) {
   return o.scaling == Fp8Scaling::kRowBlocks || o.scaling == Fp8Scaling::kTiles;
 }
 
-void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b) {
+// `a_data`: A's codes and scales are there to check (not for a packed B's a_like).
+void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b, bool a_data = true) {
   CHECK(g.trans_a == Trans::kN) << "GemmFp8: A must be stored [m, k] (quantize it along K)";
   for (const Fp8Operand* o : {&a, &b}) {
     const char* name = o == &a ? "A" : "B";
+    if (o == &a && !a_data) continue;
     CHECK_GT(o->block, 0) << "GemmFp8: " << name << " block";
     if (o->scaling == Fp8Scaling::kRowBlocks || o->scaling == Fp8Scaling::kTiles) {
       CHECK(o->scales != nullptr) << "GemmFp8: " << name << " has no scales";
@@ -180,10 +182,10 @@ void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b) {
       << "GemmFp8: A's and B's scale blocks differ along K (" << a.block << " vs " << b.block << ")";
 }
 
-void RunFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
-            bool bf16_out, void* c, Fp8Decode decode) {
+// GemmFp8's operands as the driver and packers see them, on `isa`.
+gemm_internal::Fp8Problem Fp8ProblemOf(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
+                                       Fp8Decode decode) {
   const bool as_bf16 = decode == Fp8Decode::kBf16;
-  CheckFp8(args, a, b);
   gemm_internal::Fp8Problem f{};
   f.a = a;
   f.b = b;
@@ -191,12 +193,40 @@ void RunFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, con
   f.value_b = TablesFor(b.format).value;
   f.bf16_a = TablesFor(a.format).bf16;
   f.bf16_b = TablesFor(b.format).bf16;
-  f.kblock = GemmFp8KBlock(ctx.isa(), a, b, decode);
+  f.kblock = GemmFp8KBlock(isa, a, b, decode);
   f.decode_bf16 = as_bf16;
-  CHECK_LE(f.kblock, GemmKBlock(ctx.isa(), as_bf16))
+  CHECK_LE(f.kblock, GemmKBlock(isa, as_bf16))
       << "GemmFp8: scale blocks longer than this tier's K block";
   f.block_scaled = a.scaling != Fp8Scaling::kMx || b.scaling != Fp8Scaling::kMx;
-  Run(ctx, args, /*bf16_in=*/as_bf16, bf16_out, a.data, b.data, c, &f);
+  return f;
+}
+
+void RunFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
+            bool bf16_out, void* c, Fp8Decode decode, const uint32_t* packed_b = nullptr) {
+  CheckFp8(args, a, b);
+  const gemm_internal::Fp8Problem f = Fp8ProblemOf(ctx.isa(), a, b, decode);
+  Run(ctx, args, /*bf16_in=*/f.decode_bf16, bf16_out, a.data, b.data, c, &f, packed_b);
+}
+
+// B of `p` packed whole into `out` for `tier` (PackedBWords' layout), threads
+// splitting it by columns.
+void PackWholeB(const KernelCtx& ctx, const Problem& p, Isa tier, const Blocking& bl,
+                uint32_t* out) {
+  ANVIL_TRACE_ZONE("gemm_pack_b");
+  const int64_t units = (p.n + bl.nr - 1) / bl.nr;
+  const int threads = static_cast<int>(std::clamp<int64_t>(
+      p.k * p.n / kMinMacsPerThread, 1, std::min<int64_t>(ctx.threads(), units)));
+  ctx.pool().RunOnAll([&](int t) {
+    if (t >= threads) return;
+    const auto [u0, u1] = ThreadPool::StaticRange(units, threads, t);
+    const int64_t n0 = std::min(p.n, u0 * bl.nr), n1 = std::min(p.n, u1 * bl.nr);
+    if (n0 >= n1) return;
+    if (tier == Isa::kAvx512) {
+      gemm_internal::PackWholeBAvx512(p, n0, n1, out);
+    } else {
+      gemm_internal::PackWholeBAvx2(p, n0, n1, out);
+    }
+  });
 }
 
 }  // namespace
@@ -244,25 +274,12 @@ void PackedB::Repack(const KernelCtx& ctx) {
     tier_ = tier;
     packed_ = tier == Isa::kScalar
                   ? AlignedBuffer()
-                  : AlignedBuffer(static_cast<size_t>(gemm_internal::PackedBWords(p, bl)) * 4);
+                  : AlignedBuffer(static_cast<size_t>(gemm_internal::PackedBWords(p, bl, bl.kc,
+                                                                                   false)) *
+                                  4);
   }
   if (packed_.size() == 0) return;  // the scalar tier reads B in place
-  ANVIL_TRACE_ZONE("gemm_pack_b");
-  auto* out = reinterpret_cast<uint32_t*>(packed_.data());
-  const int64_t units = (p.n + bl.nr - 1) / bl.nr;
-  const int threads = static_cast<int>(std::clamp<int64_t>(
-      p.k * p.n / kMinMacsPerThread, 1, std::min<int64_t>(ctx.threads(), units)));
-  ctx.pool().RunOnAll([&](int t) {
-    if (t >= threads) return;
-    const auto [u0, u1] = ThreadPool::StaticRange(units, threads, t);
-    const int64_t n0 = std::min(p.n, u0 * bl.nr), n1 = std::min(p.n, u1 * bl.nr);
-    if (n0 >= n1) return;
-    if (tier_ == Isa::kAvx512) {
-      gemm_internal::PackWholeBAvx512(p, n0, n1, out);
-    } else {
-      gemm_internal::PackWholeBAvx2(p, n0, n1, out);
-    }
-  });
+  PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
 }
 
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c) {
@@ -276,6 +293,84 @@ void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const Pack
   const auto* words =
       b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
   Run(ctx, args, false, false, a, b.b_, c, nullptr, words);
+}
+
+void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,
+                      const Fp8Operand& b, Fp8Decode decode) {
+  CHECK(args.k > 0 && args.n > 0 && b.data != nullptr) << "PackedFp8B: an empty or null B";
+  args_ = {.n = args.n, .k = args.k, .trans_b = args.trans_b};
+  CheckFp8(args_, a_like, b, /*a_data=*/false);
+  a_like_ = a_like;
+  a_like_.data = nullptr;
+  b_ = b;
+  decode_ = decode;
+  // The copy, tight: B stored [n, k] (trans_b) or [k, n].
+  const bool trans = args.trans_b == Trans::kT;
+  const int64_t rows = trans ? args.n : args.k, cols = trans ? args.k : args.n;
+  const int64_t ld = args.ldb != 0 ? args.ldb : cols;
+  CHECK_GE(ld, cols) << "PackedFp8B: ldb " << ld << " < " << cols;
+  codes_.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(codes_.data() + r * cols, b.data + r * ld, static_cast<size_t>(cols));
+  }
+  b_.data = codes_.data();
+  const int64_t k_blocks = (args.k + b.block - 1) / b.block;
+  scales_.clear();
+  e8m0_.clear();
+  switch (b.scaling) {
+    case Fp8Scaling::kTensor:
+      break;
+    case Fp8Scaling::kTiles:
+      scales_.assign(b.scales, b.scales + k_blocks * ((args.n + b.block - 1) / b.block));
+      b_.scales = scales_.data();
+      break;
+    case Fp8Scaling::kRowBlocks:  // per column of B (stored [n, k]) and K block
+      scales_.assign(b.scales, b.scales + args.n * k_blocks);
+      b_.scales = scales_.data();
+      break;
+    case Fp8Scaling::kMx:
+      e8m0_.assign(b.e8m0, b.e8m0 + args.n * k_blocks);
+      b_.e8m0 = e8m0_.data();
+      break;
+  }
+  // The decoded panels, for the tier the calls will run on.
+  const gemm_internal::Fp8Problem f = Fp8ProblemOf(ctx.isa(), a_like_, b_, decode);
+  tier_ = TierFor(ctx.isa(), f.decode_bf16);
+  if (tier_ == Isa::kScalar) {  // reads the codes
+    packed_ = AlignedBuffer();
+    return;
+  }
+  Problem p = Normalize(args_, f.decode_bf16, false, nullptr, codes_.data(), nullptr);
+  p.fp8 = &f;
+  const Blocking& bl = BlockingFor(tier_, f.decode_bf16);
+  // AVX-512 packs bf16 k-pairs for its vdpbf16ps kernel (its tier's kFp8Pairs).
+  const bool pairs = f.decode_bf16 && tier_ == Isa::kAvx512;
+  const auto bytes =
+      static_cast<size_t>(gemm_internal::PackedBWords(p, bl, f.kblock, pairs)) * 4;
+  if (packed_.size() != bytes) packed_ = AlignedBuffer(bytes);
+  PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
+}
+
+int64_t PackedFp8B::bytes() const {
+  return static_cast<int64_t>(codes_.size() + scales_.size() * sizeof(float) + e8m0_.size() +
+                              packed_.size());
+}
+
+void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const PackedFp8B& b,
+             float* c) {
+  const GemmArgs& packed = b.args_;
+  CHECK(args.k == packed.k && args.n == packed.n && args.trans_b == packed.trans_b)
+      << "GemmFp8: B is not the packed one (k " << args.k << " vs " << packed.k << ", n " << args.n
+      << " vs " << packed.n << ")";
+  CHECK(a.scaling == b.a_like_.scaling && a.block == b.a_like_.block)
+      << "GemmFp8: A is scaled unlike the A the packed B was packed for";
+  CHECK(TierFor(ctx.isa(), b.decode_ == Fp8Decode::kBf16) == b.tier_)
+      << "GemmFp8: B was packed for another ISA tier";
+  GemmArgs g = args;
+  g.ldb = 0;  // the copy's
+  const auto* words =
+      b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
+  RunFp8(ctx, g, a, b.b_, false, c, b.decode_, words);
 }
 
 int GemmKBlock(Isa isa, bool bf16_inputs) {
@@ -292,8 +387,9 @@ bool StreamsB(const Problem& p, const Blocking& bl) {
   return p.m <= kDecodeChunkRows || p.k * p.n * (p.bf16_in ? 2 : 4) <= kChunkedDecodeMaxBBytes;
 }
 
-int64_t PackedBWords(const Problem& p, const Blocking& bl) {
-  return p.k * ((p.n + bl.nr - 1) / bl.nr * bl.nr);  // f32: a K step is one word
+int64_t PackedBWords(const Problem& p, const Blocking& bl, int64_t kblock, bool pairs) {
+  const auto steps = [&](int64_t kc) { return pairs ? (kc + 1) / 2 : kc; };
+  return (p.k / kblock * steps(kblock) + steps(p.k % kblock)) * ((p.n + bl.nr - 1) / bl.nr * bl.nr);
 }
 
 Problem RowSlice(const Problem& p, int64_t first, int64_t rows) {

@@ -67,6 +67,16 @@ struct Driver {
   static constexpr bool Pairs() {
     return std::is_same_v<T, Fp8Codes<true>> && K::kFp8Pairs;
   }
+  // Whether T runs the bf16 kernel (k-pair steps), and its K block.
+  template <typename T>
+  static constexpr bool Bf16Kernel() {
+    return std::is_same_v<T, BF16> || Pairs<T>();
+  }
+  template <typename T>
+  static int64_t KBlock(const Problem& p) {
+    if constexpr (kIsFp8<T>) return p.fp8->kblock;
+    return K::KBlock(Bf16Kernel<T>());
+  }
 
   // Packs B's K [pc, pc + kc) x columns [jc, jc + nc), A's rows [ic, ic + mc) x K [pc, pc + kc).
   template <typename T>
@@ -94,15 +104,15 @@ struct Driver {
     }
   }
 
-  // Columns [n0, n1) of B packed whole (gemm_internal.h's PackWholeB layout).
+  // Columns [n0, n1) of B packed whole (gemm_internal.h's PackedBWords layout).
   template <typename T>
   static void PackWhole(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
-    constexpr bool kBf16 = std::is_same_v<T, BF16>;
-    constexpr int64_t kKcMax = K::KBlock(kBf16);
+    constexpr bool kBf16 = Bf16Kernel<T>();
+    const int64_t kKc = KBlock<T>(p);
     const int64_t npad = RoundUp(p.n, K::kNr);
-    for (int64_t pc = 0; pc < p.k; pc += kKcMax) {
-      const int64_t kc = Min(kKcMax, p.k - pc);
-      uint32_t* block = out + (pc / kKcMax) * K::Steps(kBf16, kKcMax) * npad;
+    for (int64_t pc = 0; pc < p.k; pc += kKc) {
+      const int64_t kc = Min(kKc, p.k - pc);
+      uint32_t* block = out + (pc / kKc) * K::Steps(kBf16, kKc) * npad;
       for (int64_t jc = n0; jc < n1; jc += K::kNc) {
         PackB<T>(p, pc, jc, kc, Min(K::kNc, n1 - jc), block + jc * K::Steps(kBf16, kc));
       }
@@ -151,15 +161,14 @@ struct Driver {
   template <typename T>
   static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
     constexpr bool kFp8 = kIsFp8<T>;
-    constexpr bool kBf16 =
-        std::is_same_v<T, BF16> || (std::is_same_v<T, Fp8Codes<true>> && K::kFp8Pairs);
+    constexpr bool kBf16 = Bf16Kernel<T>();
     constexpr int64_t kKcMax = K::KBlock(kBf16);
     constexpr int64_t kSteps = K::Steps(kBf16, kKcMax);
     static_assert((kSteps * K::kNr + K::kMc * kSteps + 2 * K::kMr * K::kNr) * 4 <=
                       static_cast<int64_t>(kMinScratchBytes),
                   "the least scratch must hold an A block and one B micro-panel");
     const Scratch s = Carve(scratch, bytes, kSteps);
-    const int64_t kKc = kFp8 ? p.fp8->kblock : kKcMax;
+    const int64_t kKc = KBlock<T>(p);
     const bool scaled = kFp8 && p.fp8->block_scaled;
     float sb[kFp8 ? K::kNc : 1];  // block scaling: this K block's factors of B's columns
     float sa[kFp8 ? K::kMc : 1];  // and of A's rows
@@ -185,11 +194,11 @@ struct Driver {
           const int64_t kc = Min(kKc, p.k - pc);
           const int64_t steps = K::Steps(kBf16, kc);
           const bool add = pc > 0 || p.accumulate;
-          // B's block: packed now, or already (f32 B packed whole: PackWhole),
+          // B's block: packed now, or already (B packed whole: PackWhole),
           // or read in place (then only a partial last panel is packed).
           const uint32_t* bp = s.bp;
-          if (std::is_same_v<T, float> && p.packed_b != nullptr) {
-            bp = p.packed_b + (pc / kKcMax) * K::Steps(kBf16, kKcMax) * RoundUp(p.n, K::kNr) +
+          if (p.packed_b != nullptr) {
+            bp = p.packed_b + (pc / kKc) * K::Steps(kBf16, kKc) * RoundUp(p.n, K::kNr) +
                  jc * steps;
           } else if (in_place) {
             if (full_cols < nc) PackB<T>(p, pc, jc + full_cols, kc, nc - full_cols, s.bp);
@@ -216,7 +225,10 @@ struct Driver {
                 const uint32_t* apanel = s.ap + ir * steps;
                 float* ct = part + (ic - mb + ir) * ldp + jr;
                 if (scaled) {  // the block's tile from zero, then scaled into C
-                  K::Micro(kBf16, steps, apanel, bpanel, b_step, s.tile, K::kNr, false);
+                  if (nrows == K::kMr || !K::MicroRows(kBf16, nrows, steps, apanel, bpanel,
+                                                       b_step, s.tile, K::kNr, false)) {
+                    K::Micro(kBf16, steps, apanel, bpanel, b_step, s.tile, K::kNr, false);
+                  }
                   BlockUpdate(s.tile, ct, ldp, nrows, ncols, sa + ir, sb + jr, add);
                   continue;
                 }
