@@ -16,6 +16,7 @@
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/inference_model.h"
 #include "anvil/model/int_linear.h"
+#include "anvil/model/packed_linear.h"
 #include "model_testing.h"
 
 namespace anvil::model {
@@ -251,6 +252,30 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   }
   Decoder alone(inference.forward_weights(), kSeqs, kT, kT);
   ExpectDecodeReproduces(alone, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "inference model");
+
+  // Weights packed once (PackedLinear; an FP8 recipe's quantized and decoded
+  // once, with its first and last layers kept in f32 or not): the same bits.
+  if (!Bf16Activations(GetParam())) {
+    PackedLinear packed(model.forward_weights(), kT);
+    packed.Pack(ctx);
+    Decoder with_packed(model.forward_weights(), kSeqs, kT, kT, &packed);
+    ExpectDecodeReproduces(with_packed, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "packed");
+  }
+  if (IsFp8(GetParam())) {
+    ModelConfig three = cfg;  // layer 1 in FP8 between two in f32
+    three.n_layers = 3;
+    Llama kept(three, {.precision = GetParam(), .max_batch = kSeqs, .max_seq_len = kT,
+                     .fp8_high_precision_layers = 1}, ctx);
+    kept.InitWeights(ctx, 8);
+    RecordDelayedScales(kept, ctx, tb.batch);
+    std::vector<float> kept_full(full.size());
+    kept.Logits(ctx, tb.batch, kept_full.data());
+    PackedLinear packed(kept.forward_weights(), kT);
+    packed.Pack(ctx);
+    Decoder with_packed(kept.forward_weights(), kSeqs, kT, kT, &packed);
+    ExpectDecodeReproduces(with_packed, ctx, tb.tokens, kSeqs, kT, kPrompt, v, kept_full,
+                           "packed, ends in f32");
+  }
 
   // Every sequence's prompt (of different lengths) in one batched prefill:
   // each one's last logits, the same bits.

@@ -91,16 +91,16 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     }
   }
   Stopwatch quantize_watch;
-  // Integer layers (--quant), or f32 weights packed once: every token
+  // Integer layers (--quant), or f32 or FP8 weights packed once: every token
   // multiplies by them (the LM head's GEMM would pack its transposed weights
-  // at each one).
+  // at each one, an FP8 layer quantize and decode its weights).
   std::unique_ptr<model::LowPrecisionLinear> linear;
   if (quant != model::WeightQuant::kNone) {
     auto q = std::make_unique<model::IntLinear>(m.forward_weights(), quant, max_len, ctx);
     r.quant_weight_bytes = q->weight_bytes();
     linear = std::move(q);
-  } else if (precision == model::Precision::kF32) {
-    auto packed = std::make_unique<model::PackedLinear>(m.forward_weights());
+  } else if (precision == model::Precision::kF32 || model::IsFp8(precision)) {
+    auto packed = std::make_unique<model::PackedLinear>(m.forward_weights(), max_len);
     packed->Pack(ctx);
     linear = std::move(packed);
   }

@@ -16,8 +16,9 @@ RolloutEngine::RolloutEngine(const model::ForwardWeights& model, const RolloutOp
     : model_(model),
       options_(options),
       packed_(options.pack_weights && options.linear == nullptr &&
-                      model.precision == model::Precision::kF32
-                  ? std::make_unique<model::PackedLinear>(model)
+                      (model.precision == model::Precision::kF32 || model::IsFp8(model.precision))
+                  ? std::make_unique<model::PackedLinear>(
+                        model, std::max(options.max_batch, model.config.max_seq_len))
                   : nullptr),
       // Paged: one more sequence holds the prompt whose samples are starting.
       decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0), model.config.max_seq_len,

@@ -23,8 +23,8 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
   CHECK(model.whole()) << "the decoder runs a whole model, not a stage";
   CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
       << "max_len " << max_len << " beyond model.max_seq_len";
-  CHECK(linear == nullptr || model.precision == Precision::kF32)
-      << "a decoder's own linear layers need an f32 model";
+  CHECK(linear == nullptr || !Bf16Activations(model.precision))
+      << "a decoder's own linear layers need f32 activations (an f32 or FP8 model)";
   lengths_.assign(max_seqs, 0);
   row_seq_.resize(max_rows);
   positions_.resize(max_rows);
@@ -64,7 +64,7 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
   });
   arena_ = Arena(bytes, "decode");
   carve_all([&](size_t b) { return arena_.Allocate(b); });
-  if (Fp8DelayedScaling* delayed = model.fp8_delayed) {
+  if (Fp8DelayedScaling* delayed = model.fp8_delayed; delayed != nullptr && linear == nullptr) {
     // The model's delayed scales, read (decoding records no amax).
     for (int site = 0; site < cfg.n_layers * kLinearSites; ++site) {
       scratch_f32_.site_fp8.push_back(scratch_f32_.fp8->AtSite(site, delayed));
@@ -84,7 +84,7 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
   s.mlp = {f32(r), act(r * c), act(r * 2 * f), act(r * f)};
   s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
   s.block.norm_f32 = f32(r * c);
-  if (IsFp8(fw_.precision)) {
+  if (IsFp8(fw_.precision) && linear_ == nullptr) {
     // The training forward's FP8 linear layers: one quantization per row and
     // the same weight blocks, so every logit is Llama::Logits' bit for bit.
     s.fp8 = MakeFp8Linear(fw_.precision, fw_.fp8, shape, r, alloc);

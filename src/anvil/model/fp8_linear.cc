@@ -105,23 +105,49 @@ Fp8Operand Fp8Linear::Tiles(const kernels::KernelCtx& ctx, int64_t rows, int64_t
           .block = kBlock};
 }
 
+Fp8Operand Fp8Linear::ForwardInput(const kernels::KernelCtx& ctx, int64_t n, int64_t in,
+                                    const float* x) const {
+  return Tensorwise() ? Tensor(ctx, n, in, x, recipe_.forward, false, Delayed::kInput, a_)
+                      : Rows(ctx, n, in, x, recipe_.forward, a_);
+}
+
+Fp8Operand Fp8Linear::ForwardWeight(const kernels::KernelCtx& ctx, int64_t in, int64_t out,
+                                    const float* w, GemmArgs* g) const {
+  if (Tensorwise()) {
+    return Tensor(ctx, in, out, w, recipe_.forward, false, Delayed::kWeight, b_);  // w [in, out]
+  }
+  if (recipe_.kind == Fp8Recipe::Kind::kBlock) return Tiles(ctx, in, out, w, b_);  // as stored
+  g->trans_b = Trans::kT;
+  return ColumnsTransposed(ctx, in, out, w, recipe_.forward, b_);  // [out, in]: along K = in
+}
+
 void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                         const float* x, const float* w, float* y, bool accumulate) const {
   ANVIL_TRACE_ZONE("fp8_linear_fwd");
-  const bool tensor = Tensorwise();
-  const Fp8Operand a = tensor ? Tensor(ctx, n, in, x, recipe_.forward, false, Delayed::kInput, a_)
-                              : Rows(ctx, n, in, x, recipe_.forward, a_);
+  const Fp8Operand a = ForwardInput(ctx, n, in, x);
   GemmArgs g{.m = n, .n = out, .k = in, .accumulate = accumulate};
-  Fp8Operand b;
-  if (tensor) {
-    b = Tensor(ctx, in, out, w, recipe_.forward, false, Delayed::kWeight, b_);  // w [in, out]
-  } else if (recipe_.kind == Fp8Recipe::Kind::kBlock) {
-    b = Tiles(ctx, in, out, w, b_);  // w [in, out] as stored
-  } else {
-    b = ColumnsTransposed(ctx, in, out, w, recipe_.forward, b_);  // [out, in]: along K = in
-    g.trans_b = Trans::kT;
-  }
+  const Fp8Operand b = ForwardWeight(ctx, in, out, w, &g);
   kernels::GemmFp8(ctx, g, a, b, y, recipe_.decode);
+}
+
+void Fp8Linear::PackWeight(const kernels::KernelCtx& ctx, int64_t in, int64_t out, const float* w,
+                           kernels::PackedFp8B* packed) const {
+  ANVIL_TRACE_ZONE("fp8_linear_pack");
+  GemmArgs g{.n = out, .k = in};
+  const Fp8Operand b = ForwardWeight(ctx, in, out, w, &g);
+  // What ForwardInput gives (its data is not read).
+  const Fp8Operand a_like = Tensorwise() ? Fp8Operand{.scaling = Fp8Scaling::kTensor}
+                                         : BlockOperand(Blocks(recipe_.forward), a_);
+  packed->Pack(ctx, g, a_like, b, recipe_.decode);
+}
+
+void Fp8Linear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                        const float* x, const kernels::PackedFp8B& w, float* y,
+                        bool accumulate) const {
+  ANVIL_TRACE_ZONE("fp8_linear_fwd");
+  const Fp8Operand a = ForwardInput(ctx, n, in, x);
+  kernels::GemmFp8(
+      ctx, {.m = n, .n = out, .k = in, .trans_b = w.trans_b(), .accumulate = accumulate}, a, w, y);
 }
 
 void Fp8Linear::BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,

@@ -88,6 +88,13 @@ class Fp8Linear : public LowPrecisionLinear {
   // y[n, out] (+)= x[n, in] · w[in, out].
   void Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const float* x,
                const float* w, float* y, bool accumulate) const override;
+  // Decoding: w's forward operand quantized once into `packed` (for this
+  // recipe's inputs; again after w changes), and Forward with it: the same
+  // bits as Forward with w.
+  void PackWeight(const kernels::KernelCtx& ctx, int64_t in, int64_t out, const float* w,
+                  kernels::PackedFp8B* packed) const;
+  void Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const float* x,
+               const kernels::PackedFp8B& w, float* y, bool accumulate) const;
   // dx[n, in] = dy[n, out] · w[in, out]ᵀ.
   void BackwardData(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                     const float* dy, const float* w, float* dx) const override;
@@ -103,6 +110,12 @@ class Fp8Linear : public LowPrecisionLinear {
     int64_t max_codes;
     int64_t max_scales;
   };
+  // The forward's operands: x [n, in] quantized along `in`, and w [in, out]
+  // (g->trans_b set where the recipe stores it [out, in]).
+  kernels::Fp8Operand ForwardInput(const kernels::KernelCtx& ctx, int64_t n, int64_t in,
+                                   const float* x) const;
+  kernels::Fp8Operand ForwardWeight(const kernels::KernelCtx& ctx, int64_t in, int64_t out,
+                                    const float* w, kernels::GemmArgs* g) const;
   // The recipe's blocks along K (1 x 128 with f32 scales, or MX 32 with E8M0).
   kernels::BlockQuant Blocks(kernels::Fp8Format format) const;
   // The GEMM operand of codes quantized with q into buf, and where q's scales go.

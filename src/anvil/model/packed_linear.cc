@@ -2,24 +2,62 @@
 #include "anvil/model/packed_linear.h"
 
 #include "anvil/core/check.h"
+#include "anvil/model/fp8_linear.h"
+#include "anvil/model/ops.h"
 
 namespace anvil::model {
 
-PackedLinear::PackedLinear(const ForwardWeights& model) : model_(model) {
-  CHECK(model.precision == Precision::kF32)
-      << "packed decoding GEMMs are f32, not " << PrecisionName(model.precision);
+PackedLinear::PackedLinear(const ForwardWeights& model, int64_t max_rows)
+    : model_(model), max_rows_(max_rows) {
+  CHECK(model.precision == Precision::kF32 || IsFp8(model.precision))
+      << "packed decoding GEMMs are f32 or FP8, not " << PrecisionName(model.precision);
   CHECK(model.whole()) << "packed decoding GEMMs take a whole model";
+  CHECK_GT(max_rows, 0) << "PackedLinear: max_rows";
+  if (!IsFp8(model.precision)) return;
+  // The training forward's recipe with buffers for max_rows input rows and
+  // the largest weight: counted, then carved.
+  size_t bytes = 0;
+  MakeFp8Linear(model.precision, model.fp8, model.shape, max_rows, [&](size_t b) -> std::byte* {
+    bytes += AlignUp(b);
+    return nullptr;
+  });
+  fp8_arena_ = Arena(bytes, "packed_fp8");
+  fp8_ = MakeFp8Linear(model.precision, model.fp8, model.shape, max_rows,
+                       [&](size_t b) { return fp8_arena_.Allocate(b); });
+  const int sites = model.config.n_layers * kLinearSites;
+  site_fp8_.reserve(static_cast<size_t>(sites));
+  for (int site = 0; site < sites; ++site) {
+    // fp8-delayed: the model's scales, read (decoding records no amax).
+    site_fp8_.push_back(model.fp8_delayed != nullptr ? fp8_->AtSite(site, model.fp8_delayed)
+                                                     : *fp8_);
+  }
 }
 
+PackedLinear::~PackedLinear() = default;
+
 void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
-  if (!layers_.empty()) {
-    for (auto& [w, packed] : layers_) packed.Repack(ctx);
+  // ForEachLinear walks each layer's sites in LinearSite order.
+  int index = 0;
+  model_.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
+    const int layer = index / kLinearSites;
+    const int site = index++;
+    if (IsFp8(model_.precision) && model_.Fp8Layer(layer)) {
+      Fp8Weight& entry = fp8_layers_[w];
+      entry.linear = &site_fp8_[static_cast<size_t>(site)];
+      entry.linear->PackWeight(ctx, in, out, w, &entry.packed);
+      return;
+    }
+    const auto it = layers_.find(w);
+    if (it != layers_.end()) {
+      it->second.Repack(ctx);
+    } else {
+      layers_.emplace(w, kernels::PackedB(ctx, {.n = out, .k = in}, w));
+    }
+  });
+  if (head_.original() != nullptr) {
     head_.Repack(ctx);
     return;
   }
-  model_.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
-    layers_.emplace(w, kernels::PackedB(ctx, {.n = out, .k = in}, w));
-  });
   head_ = kernels::PackedB(
       ctx, {.n = model_.config.vocab_size, .k = model_.config.dim, .trans_b = kernels::Trans::kT},
       model_.Head<float>().lm_head);
@@ -28,14 +66,20 @@ void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
 int64_t PackedLinear::bytes() const {
   int64_t total = head_.bytes();
   for (const auto& [w, packed] : layers_) total += packed.bytes();
+  for (const auto& [w, entry] : fp8_layers_) total += entry.packed.bytes();
   return total;
 }
 
 void PackedLinear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                            const float* x, const float* w, float* y, bool accumulate) const {
-  const auto it = layers_.find(w);
-  CHECK(it != layers_.end()) << "PackedLinear: a weight it did not pack";
-  kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, it->second, y);
+  CHECK_LE(n, max_rows_) << "PackedLinear: " << n << " rows, sized for " << max_rows_;
+  if (const auto it = layers_.find(w); it != layers_.end()) {
+    kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, it->second, y);
+    return;
+  }
+  const auto it = fp8_layers_.find(w);
+  CHECK(it != fp8_layers_.end()) << "PackedLinear: a weight it did not pack";
+  it->second.linear->Forward(ctx, n, in, out, x, it->second.packed, y, accumulate);
 }
 
 bool PackedLinear::HeadLogits(const kernels::KernelCtx& ctx, int64_t n, int64_t dim, int64_t vocab,

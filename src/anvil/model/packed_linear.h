@@ -1,28 +1,38 @@
-// An f32 model's linear GEMMs with their weights packed once for decoding
-// (kernels::PackedB). A decode step multiplies by the same weights as the
-// step before, and Gemm packs B in every call once it is past the L2 or
-// transposed (the LM head, stored [vocab, dim], always is): repeated work,
-// the largest share of a batched decode step on the small model. Through
-// PackedB the logits keep Gemm's bits, so decoding stays bitwise equal to
-// the training forward (contract 3). Pack before decoding and again after
-// the weights change (an RL update); inference only (the backward
-// CHECK-fails). Costs a packed copy of the weights.
+// A model's linear GEMMs with their weights packed once for decoding
+// (kernels::PackedB for f32 weights; an FP8 recipe's weights quantized and
+// decoded once, kernels::PackedFp8B). A decode step multiplies by the same
+// weights as the step before, and the GEMMs repeat work on them in every
+// call: Gemm packs B once it is past the L2 or transposed (the LM head,
+// stored [vocab, dim], always is), and an FP8 layer quantizes its f32 weights
+// and decodes all of them into panels for a row or a few. Packed, the logits
+// keep the training forward's bits, so decoding stays bitwise equal to it
+// (contract 3). Pack before decoding and again after the weights change (an
+// RL update); inference only (the backward CHECK-fails). Costs a packed copy
+// of the weights.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
+#include "anvil/core/arena.h"
 #include "anvil/kernels/gemm.h"
 #include "anvil/model/forward_weights.h"
 #include "anvil/model/low_precision_linear.h"
 
 namespace anvil::model {
 
+class Fp8Linear;
+
 class PackedLinear : public LowPrecisionLinear {
  public:
-  // For `model`'s layer weights and LM head (an f32 model, whose views must
-  // outlive this); nothing is packed before Pack.
-  explicit PackedLinear(const ForwardWeights& model);
+  // For `model`'s layer weights and LM head (an f32 model, or an FP8 recipe's
+  // with f32 activations; its views must outlive this), called with up to
+  // `max_rows` rows (FP8: the size of the inputs' quantization buffers);
+  // nothing is packed before Pack.
+  PackedLinear(const ForwardWeights& model, int64_t max_rows);
+  ~PackedLinear() override;
 
   // Packs the weights' current values for ctx's ISA tier.
   void Pack(const kernels::KernelCtx& ctx);
@@ -39,9 +49,22 @@ class PackedLinear : public LowPrecisionLinear {
                   const float* xn, const float* lm_head, float* logits) const override;
 
  private:
+  // An FP8 layer's weight: quantized and decoded, and the recipe at its site
+  // (fp8-delayed: the site's scales) that quantizes the inputs.
+  struct Fp8Weight {
+    const Fp8Linear* linear;
+    kernels::PackedFp8B packed;
+  };
+
   const ForwardWeights& model_;
-  std::unordered_map<const float*, kernels::PackedB> layers_;
+  int64_t max_rows_;
+  std::unordered_map<const float*, kernels::PackedB> layers_;  // f32 layers
+  std::unordered_map<const float*, Fp8Weight> fp8_layers_;
   kernels::PackedB head_;
+  // FP8: the recipe's buffers, and per layer and site its view of them.
+  Arena fp8_arena_;
+  std::shared_ptr<Fp8Linear> fp8_;
+  std::vector<Fp8Linear> site_fp8_;
 };
 
 }  // namespace anvil::model
