@@ -150,11 +150,16 @@ struct Driver {
       }
     }
   }
-  // factors[0, count) of stored rows [row0, row0 + count) in K block kb.
+  // factors[0, count) of stored rows [row0, row0 + count) in K block kb
+  // (Fp8Pack::Factor's, a run of rows at a time: one tile's rows share a
+  // factor, and a division per row cost more than a decode call's GEMM).
   static void Factors(const Fp8Operand& o, bool trans, int64_t row0, int64_t count, int64_t kb,
                       int64_t rows_total, int64_t k_total, float* factors) {
-    for (int64_t r = 0; r < count; ++r) {
-      factors[r] = Fp8Pack<K>::Factor(o, trans, row0 + r, kb, rows_total, k_total);
+    const int64_t run = o.scaling == Fp8Scaling::kTiles ? o.block : 1;
+    for (int64_t r = 0; r < count;) {
+      const float f = Fp8Pack<K>::Factor(o, trans, row0 + r, kb, rows_total, k_total);
+      const int64_t end = Min(count, ((row0 + r) / run + 1) * run - row0);
+      for (; r < end; ++r) factors[r] = f;
     }
   }
 
