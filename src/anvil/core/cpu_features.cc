@@ -35,6 +35,11 @@ CpuFeatures Detect() {
   f.avx2 = b & bit_AVX2;
   f.fma = fma;
   f.f16c = f16c;
+  {
+    unsigned a1, b1, c1, d1;
+    __cpuid_count(7, 1, a1, b1, c1, d1);
+    f.avx_vnni = a1 & bit_AVXVNNI;
+  }
   if (zmm_state) {
     f.avx512f = b & bit_AVX512F;
     f.avx512dq = b & bit_AVX512DQ;
@@ -90,6 +95,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512dq, "AVX-512DQ");
   add(avx512_bf16, "AVX512_BF16");
   add(avx512_vnni, "AVX512_VNNI");
+  add(avx_vnni, "AVX_VNNI");
   add(avx2, "AVX2");
   add(fma, "FMA");
   add(f16c, "F16C");

@@ -14,12 +14,14 @@ set(_gemm_sources
   ${_gemm}/cpu/gemm_avx512_decode.cc
   ${_gemm}/cpu/gemm_int.cc
   ${_gemm}/cpu/gemm_int_avx2.cc
+  ${_gemm}/cpu/gemm_int_avxvnni.cc
   ${_gemm}/cpu/gemm_int_avx512.cc
 )
 target_sources(anvil_kernels PRIVATE ${_gemm_sources})
 anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc ${_gemm}/cpu/gemm_avx2_pack.cc
                  ${_gemm}/cpu/gemm_avx2_decode.cc
                  ${_gemm}/cpu/gemm_int_avx2.cc)
+anvil_isa_source(AVXVNNI ${_gemm}/cpu/gemm_int_avxvnni.cc)
 anvil_isa_source(AVX512 ${_gemm}/cpu/gemm_avx512.cc ${_gemm}/cpu/gemm_avx512_pack.cc
                  ${_gemm}/cpu/gemm_avx512_decode.cc ${_gemm}/cpu/gemm_int_avx512.cc)
 # Every fused multiply-add is written as one (intrinsic or fma()); nothing
@@ -32,6 +34,8 @@ anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels)
 anvil_test(kernels_gemm_fp8_test SOURCES ${_gemm}/gemm_fp8_test.cc LIBS anvil_kernels)
 anvil_test(kernels_gemm_fp8_pack_test SOURCES ${_gemm}/gemm_fp8_pack_test.cc LIBS anvil_kernels)
 anvil_test(kernels_gemm_int_test SOURCES ${_gemm}/gemm_int_test.cc LIBS anvil_kernels)
+anvil_test(kernels_gemm_int_avxvnni_test SOURCES ${_gemm}/cpu/gemm_int_avxvnni_test.cc
+           LIBS anvil_kernels)
 # The integer GEMM's oracle rounds as the header defines: no contraction there either.
 set_property(SOURCE ${_gemm}/gemm_int_test.cc APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 anvil_bench(kernels_gemm_bench SOURCES ${_gemm}/gemm_bench.cc LIBS anvil_kernels)

@@ -104,7 +104,10 @@ const Kernels& KernelsFor(Isa isa) {
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512_vnni) {
     return gemm_int_internal::Avx512Kernels();
   }
-  if (isa != Isa::kScalar) return gemm_int_internal::Avx2Kernels();
+  if (isa != Isa::kScalar) {
+    return GetCpuFeatures().avx_vnni ? gemm_int_internal::AvxVnniKernels()
+                                     : gemm_int_internal::Avx2Kernels();
+  }
   return ScalarKernels();
 }
 

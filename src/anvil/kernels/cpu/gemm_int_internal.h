@@ -51,6 +51,7 @@ struct Kernels {
 };
 
 const Kernels& Avx2Kernels();
-const Kernels& Avx512Kernels();  // needs AVX512_VNNI
+const Kernels& AvxVnniKernels();  // the AVX2 tier's with AVX-VNNI (the same bits)
+const Kernels& Avx512Kernels();   // needs AVX512_VNNI
 
 }  // namespace anvil::kernels::gemm_int_internal
