@@ -3,13 +3,17 @@
 // resume. Parsing and printing only; the runs are rl::RunSft and rl::RunRl.
 #include <fmt/core.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "anvil/comm/world.h"
 #include "anvil/commands.h"
 #include "anvil/core/config.h"
+#include "anvil/rl/remote_rollouts.h"
 #include "anvil/rl/rl_run.h"
 #include "anvil/rl/sft.h"
 #include "anvil/train/progress.h"
@@ -109,7 +113,31 @@ int RunSftCommand(const PostOptions& o) {
   return 0;
 }
 
-int RunRlCommand(const PostOptions& o) {
+int RunRlCommand(const PostOptions& o, comm::Group& world);
+
+// Under mpirun (two ranks): rank 0 trains and prints, rank 1 draws the
+// rollouts (rl::ServeRollouts). A failed rank ends the whole job: the other
+// may be waiting for it.
+int RunRlInWorld(const PostOptions& o) {
+  auto world = comm::InitWorld();
+  if (!world.ok()) return Fail("rl", world.status());
+  comm::Group& w = **world;
+  int rc = 0;
+  if (w.rank() == 0) {
+    rc = RunRlCommand(o, w);
+  } else if (const Status s = rl::ServeRollouts(w, 0); !s.ok()) {
+    rc = Fail("rl", s.WithContext(fmt::format("rank {}", w.rank())));
+  }
+  if (rc != 0 && w.size() > 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // for mpirun to forward it
+    comm::AbortWorld(rc);
+  }
+  world->reset();
+  comm::FinalizeWorld();
+  return rc;
+}
+
+int RunRlCommand(const PostOptions& o, comm::Group& world) {
   rl::PostRunOptions run;
   auto config = LoadRun(o, "rl", run);
   if (!config.ok()) return Fail("rl", config.status());
@@ -157,7 +185,8 @@ int RunRlCommand(const PostOptions& o) {
                              g.tis_mean, Percent(g.tis_truncated));
                 }
                 std::fflush(stdout);
-              }});
+              }},
+      &world);
   if (!summary.ok()) return Fail("rl", summary.status());
   PrintSummary("rl", *summary, run.run_dir);
   return 0;
@@ -185,10 +214,12 @@ void AddSftCommand(CLI::App& app) {
 void AddRlCommand(CLI::App& app) {
   auto o = std::make_shared<PostOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "rl", "GRPO post-training on a task with verifiable rewards, exactly on-policy");
+      "rl",
+      "GRPO/PPO post-training on a task with verifiable rewards, exactly on-policy (under "
+      "mpirun -np 2 with rl.max_staleness = 1, rank 1 draws the rollouts)");
   AddPostOptions(cmd, *o, "Run config (TOML: [task], [rl] with rl.init, [optim])");
   cmd->callback([o] {
-    if (const int rc = RunRlCommand(*o); rc != 0) throw CLI::RuntimeError(rc);
+    if (const int rc = RunRlInWorld(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
 }
 

@@ -117,7 +117,11 @@ std::string HfConfigJson(const ModelConfig& c) {
 }
 
 Result<ModelConfig> ReadHfConfig(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParseHfConfig(text, path);
+}
+
+Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path) {
   ModelConfig c;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);

@@ -31,6 +31,8 @@ std::vector<HfTensor> ToHfTensors(const LlamaParams& params, std::span<const flo
 std::string HfConfigJson(const ModelConfig& config);
 // Reads a config.json written by HfConfigJson (or by HF for a Llama).
 Result<ModelConfig> ReadHfConfig(const std::string& path);
+// The same from its text (`where` names it in errors).
+Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& where);
 
 // dir/model.safetensors (f32) and dir/config.json; dir is created if missing.
 Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params);

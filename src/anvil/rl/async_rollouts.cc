@@ -14,20 +14,24 @@ namespace anvil::rl {
 
 AsyncRollouts::AsyncRollouts(const Policy& policy, const infer::RolloutOptions& options,
                              model::WeightQuant quant, int threads)
+    : AsyncRollouts(policy.config, policy.llama->options().precision, options, quant, threads) {
+  Snapshot(*policy.llama);
+}
+
+AsyncRollouts::AsyncRollouts(const model::ModelConfig& config, model::Precision precision,
+                             const infer::RolloutOptions& options, model::WeightQuant quant,
+                             int threads)
     : pool_(threads) {
   CHECK_GE(threads, 1);
   // The snapshot carries weights, not an FP8 recipe's settings or scales.
-  CHECK(!model::IsFp8(policy.llama->options().precision))
-      << "asynchronous rollouts of an FP8 policy are not implemented";
-  ctx_ = infer::MakeModelCtx(pool_, policy.config);
+  CHECK(!model::IsFp8(precision)) << "asynchronous rollouts of an FP8 policy are not implemented";
+  ctx_ = infer::MakeModelCtx(pool_, config);
   snapshot_ = std::make_unique<model::InferenceModel>(
-      policy.config, model::ForwardOptions{.precision = policy.llama->options().precision},
-      *ctx_);
-  Snapshot(*policy.llama);
+      config, model::ForwardOptions{.precision = precision}, *ctx_);
   infer::RolloutOptions o = options;
   if (quant != model::WeightQuant::kNone) {
     quantized_ = std::make_unique<model::IntLinear>(
-        snapshot_->forward_weights(), quant, std::max(options.max_batch, policy.config.max_seq_len),
+        snapshot_->forward_weights(), quant, std::max(options.max_batch, config.max_seq_len),
         *ctx_);
     o.linear = quantized_.get();
   }
@@ -53,6 +57,14 @@ void AsyncRollouts::Snapshot(const model::Llama& policy) {
   std::copy(from.bf16().begin(), from.bf16().end(), to.bf16().begin());
 }
 
+void AsyncRollouts::SetSnapshot(std::span<const float> weights) {
+  CHECK(!in_flight()) << "a snapshot while its rollouts are drawn";
+  const std::span<float> to = snapshot_->params().weights();
+  CHECK_EQ(weights.size(), to.size()) << "a snapshot of another model's size";
+  std::copy(weights.begin(), weights.end(), to.begin());
+  snapshot_->RefreshBf16Weights(*ctx_);
+}
+
 void AsyncRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) {
   CHECK(!in_flight()) << "one draw at a time";
   prompts_ = std::move(prompts);
@@ -69,19 +81,25 @@ Result<Rollouts> AsyncRollouts::Wait() {
   return pending_.get();
 }
 
+Status SaveSnapshotFile(const std::string& path, std::span<const float> weights) {
+  const auto size = static_cast<int64_t>(weights.size());
+  const io::FlatPart parts[] = {{"weights", weights.data()}};
+  return io::WriteFlatShard(path, size, 0, size, parts, {{"layout", "anvil flat parameter buffer"}});
+}
+
+Status LoadSnapshotFile(const std::string& path, std::span<float> weights) {
+  const auto size = static_cast<int64_t>(weights.size());
+  const io::FlatTarget targets[] = {{"weights", weights.data()}};
+  return io::ReadFlatRange(std::span<const std::string>(&path, 1), size, 0, size, targets);
+}
+
 Status AsyncRollouts::SaveSnapshot(const std::string& path) const {
-  const model::LlamaParams& p = snapshot_->params();
-  const io::FlatPart parts[] = {{"weights", p.weights().data()}};
-  return io::WriteFlatShard(path, p.size(), 0, p.size(), parts,
-                            {{"layout", "anvil flat parameter buffer"}});
+  return SaveSnapshotFile(path, snapshot_->params().weights());
 }
 
 Status AsyncRollouts::LoadSnapshot(const std::string& path) {
   CHECK(!in_flight()) << "a snapshot load while its rollouts are drawn";
-  model::LlamaParams& p = snapshot_->params();
-  const io::FlatTarget targets[] = {{"weights", p.weights().data()}};
-  RETURN_IF_ERROR(
-      io::ReadFlatRange(std::span<const std::string>(&path, 1), p.size(), 0, p.size(), targets));
+  RETURN_IF_ERROR(LoadSnapshotFile(path, snapshot_->params().weights()));
   snapshot_->RefreshBf16Weights(*ctx_);
   return Status::Ok();
 }

@@ -14,14 +14,15 @@
 // (SaveSnapshot), so a resumed run draws its next step's samples from the
 // same weights again: bitwise the same run.
 //
-// Not the MPI form yet: rollout and trainer ranks once the distributed
-// layers carry a policy.
+// The same draws can come from a rank of their own instead of a thread
+// (remote_rollouts.h): RolloutsAhead is what the RL loop sees of either.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,31 @@
 
 namespace anvil::rl {
 
-class AsyncRollouts {
+// The next step's samples drawn ahead from a snapshot of the policy.
+class RolloutsAhead {
+ public:
+  virtual ~RolloutsAhead() = default;
+  // Copies the policy's current weights into the snapshot. No draw may be
+  // in flight.
+  virtual void Snapshot(const model::Llama& policy) = 0;
+  // Starts drawing step `step`'s samples of `prompts` from the snapshot; one
+  // draw at a time. `staleness`: what Wait reports with them.
+  virtual void Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) = 0;
+  virtual bool in_flight() const = 0;
+  // The samples of the draw Start began, once they are ready.
+  virtual Result<Rollouts> Wait() = 0;
+  // Drops a draw in flight (a run that stops: its checkpoint keeps the
+  // snapshot, from which a resumed run draws the same samples again).
+  // Nothing in flight: nothing to do.
+  virtual void Cancel() = 0;
+  // The snapshot's weights, one flat f32 file; Load needs a model of the
+  // same shape.
+  virtual Status SaveSnapshot(const std::string& path) const = 0;
+  virtual Status LoadSnapshot(const std::string& path) = 0;
+};
+
+// Drawn on a thread of this process.
+class AsyncRollouts final : public RolloutsAhead {
  public:
   // A snapshot model of `policy`'s shape and precision, an engine over it
   // with `options`, and a pool of `threads` threads (>= 1) for them;
@@ -44,26 +69,22 @@ class AsyncRollouts {
   // the snapshot (an f32 policy).
   AsyncRollouts(const Policy& policy, const infer::RolloutOptions& options,
                 model::WeightQuant quant, int threads);
-  ~AsyncRollouts();  // cancels a draw in flight (Cancel)
+  // The same for a model of `config` in `precision` (f32 or bf16), its
+  // snapshot zero until SetSnapshot (a rollout rank's: remote_rollouts.h).
+  AsyncRollouts(const model::ModelConfig& config, model::Precision precision,
+                const infer::RolloutOptions& options, model::WeightQuant quant, int threads);
+  ~AsyncRollouts() override;  // cancels a draw in flight (Cancel)
 
-  // Copies the policy's current weights into the snapshot. No draw may be
-  // in flight.
-  void Snapshot(const model::Llama& policy);
-  // Starts drawing step `step`'s samples of `prompts` from the snapshot; one
-  // draw at a time. `staleness`: what Wait reports with them.
-  void Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness);
-  bool in_flight() const { return pending_.valid(); }
-  // The samples of the draw Start began, once they are ready.
-  Result<Rollouts> Wait();
-  // Ends a draw in flight at its next decode step and drops it (a run that
-  // stops: its checkpoint keeps the snapshot, from which a resumed run draws
-  // the same samples again). Nothing in flight: nothing to do.
-  void Cancel();
-
-  // The snapshot's weights, one flat f32 file; Load needs a model of the
-  // same shape.
-  Status SaveSnapshot(const std::string& path) const;
-  Status LoadSnapshot(const std::string& path);
+  void Snapshot(const model::Llama& policy) override;
+  // The snapshot = these master weights (and their bf16 copy in bf16).
+  void SetSnapshot(std::span<const float> weights);
+  void Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) override;
+  bool in_flight() const override { return pending_.valid(); }
+  Result<Rollouts> Wait() override;
+  // Ends a draw in flight at its next decode step and drops it.
+  void Cancel() override;
+  Status SaveSnapshot(const std::string& path) const override;
+  Status LoadSnapshot(const std::string& path) override;
   const model::InferenceModel& snapshot() const { return *snapshot_; }
   const kernels::KernelCtx& ctx() const { return *ctx_; }
 
@@ -77,5 +98,9 @@ class AsyncRollouts {
   std::future<Result<Rollouts>> pending_;
   std::atomic<bool> cancel_{false};
 };
+
+// A snapshot's weights as one flat f32 file (a checkpoint's rollout snapshot).
+Status SaveSnapshotFile(const std::string& path, std::span<const float> weights);
+Status LoadSnapshotFile(const std::string& path, std::span<float> weights);
 
 }  // namespace anvil::rl

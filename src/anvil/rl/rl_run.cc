@@ -13,6 +13,7 @@
 #include "anvil/infer/rollout.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/rl/async_rollouts.h"
+#include "anvil/rl/remote_rollouts.h"
 #include "anvil/rl/reward.h"
 
 namespace anvil::rl {
@@ -211,8 +212,17 @@ std::string StepJson(const RlStepMetrics& m) {
 
 }  // namespace
 
-Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks) {
+Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks,
+                             comm::Group* world) {
   ASSIGN_OR_RETURN(const RlRunConfig gc, RlRunConfig::FromConfig(config));
+  const int ranks = world != nullptr ? world->size() : 1;
+  if (ranks > 2 || (ranks == 2 && gc.max_staleness != 1)) {
+    return InvalidArgument(fmt::format(
+        "anvil rl runs as one process, or as two under mpirun (a trainer and a rank drawing the "
+        "next step's rollouts, which needs rl.max_staleness = 1); got {} ranks and "
+        "rl.max_staleness = {}",
+        ranks, gc.max_staleness));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
                    PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
                                    /*fresh=*/nullptr));
@@ -245,7 +255,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // a thread of its own, kept in every checkpoint.
   std::unique_ptr<model::IntLinear> quantized;
   std::unique_ptr<infer::RolloutEngine> engine;
-  std::unique_ptr<AsyncRollouts> async;
+  std::unique_ptr<RolloutsAhead> async;
   if (gc.max_staleness == 0) {
     infer::RolloutOptions o = engine_options;
     if (gc.rollout_quant != model::WeightQuant::kNone) {
@@ -256,8 +266,17 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     engine = std::make_unique<infer::RolloutEngine>(policy.llama->forward_weights(), o);
   } else {
-    async = std::make_unique<AsyncRollouts>(policy, engine_options, gc.rollout_quant,
-                                            static_cast<int>(gc.rollout_threads));
+    const int threads = static_cast<int>(gc.rollout_threads);
+    if (ranks == 2) {  // on the other rank (remote_rollouts.h), the same draws
+      ASSIGN_OR_RETURN(async, RemoteRollouts::Create(*world, 1 - world->rank(), policy,
+                                                     engine_options, gc.rollout_quant, threads));
+      if (hooks.run.on_message) {
+        hooks.run.on_message(fmt::format("rollouts drawn on rank {} ({} thread{})",
+                                         1 - world->rank(), threads, threads == 1 ? "" : "s"));
+      }
+    } else {
+      async = std::make_unique<AsyncRollouts>(policy, engine_options, gc.rollout_quant, threads);
+    }
     if (options.resume) {  // the weights the next step's samples come from
       const std::string path = run->loaded_from() + "/" + kSnapshotFile;
       if (const Status s = async->LoadSnapshot(path); !s.ok()) {

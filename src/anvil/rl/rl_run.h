@@ -17,7 +17,8 @@
 // through integer layers quantized from the current weights each step, a
 // mismatch on purpose that truncated importance sampling corrects (grpo.h).
 // With rl.max_staleness = 1 each step's successor's samples are drawn while
-// it trains, from a snapshot one update behind (async_rollouts.h). Held-out
+// it trains, from a snapshot one update behind (async_rollouts.h), on a
+// thread or, under mpirun with two ranks, on the other rank. Held-out
 // accuracy (task_eval.h) at the start, every rl.eval_every steps and at the
 // end. PPO's value head and its optimizer state, and the rollout snapshot,
 // are saved in every checkpoint and restored on resume.
@@ -27,6 +28,7 @@
 #include <functional>
 #include <string>
 
+#include "anvil/comm/group.h"
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
 #include "anvil/rl/policy_step.h"
@@ -56,6 +58,10 @@ struct RlHooks {
   std::function<void(const RlStepMetrics&)> on_step = nullptr;
 };
 
-Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks);
+// `world`: the job under mpirun (null: this process alone). On two ranks this
+// one trains and the other, running ServeRollouts (remote_rollouts.h), draws
+// the rollouts (rl.max_staleness = 1): the same run bit for bit.
+Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks,
+                             comm::Group* world = nullptr);
 
 }  // namespace anvil::rl

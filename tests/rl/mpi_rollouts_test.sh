@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Asynchronous rollouts on a rank of their own (mpirun -np 2: rank 0 trains,
+# rank 1 draws) give the run of one process drawing them on a thread, bit
+# for bit: every metric but the timings, the final weights and the rollout
+# snapshot; for GRPO in f32 and bf16 and for PPO with a stop string. A run
+# resumed under mpirun from its step-2 checkpoint ends where the
+# uninterrupted one does. Layouts the job cannot have are refused.
+# Usage: mpi_rollouts_test.sh REPO ANVIL
+set -uo pipefail
+repo=$1 anvil=$2
+work=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "work: $work"
+fail() { echo "FAIL: $*"; exit 1; }
+mpi() { local np=$1; shift; "$repo/scripts/mpirun_test.sh" "$np" "$anvil" "$@"; }
+
+micro=(--set model.dim=32 --set model.n_layers=1 --set model.n_heads=2 --set model.n_kv_heads=1
+       --set model.ffn_dim=64 --set task.digits=1)
+"$anvil" sft --config "$repo/configs/sft-addition.toml" --out "$work/sft" "${micro[@]}" \
+  --set sft.steps=40 --set sft.eval_every=0 --set sft.eval_problems=10 \
+  --set sft.stop_at_accuracy=0 > "$work/sft.log" 2>&1 || { cat "$work/sft.log"; fail "sft"; }
+rl=(--config "$repo/configs/rl-addition.toml" --set task.digits=1 --set rl.init="$work/sft"
+    --set rl.steps=4 --set rl.prompts_per_step=4 --set rl.eval_every=2 --set rl.eval_problems=10
+    --set rl.log_every=1 --set rl.max_staleness=1 --set rl.threads=1 --set rl.checkpoint_every=2
+    --set rl.keep_checkpoints=0)
+
+# same RUN_A RUN_B: metrics without timings, final weights and snapshot.
+same() {
+  /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF' || fail "metrics differ: $1 $2"
+import json, sys
+def load(path):
+    timing = ("seconds", "per_s", "wait")
+    return [{k: v for k, v in json.loads(line).items() if not any(t in k for t in timing)}
+            for line in open(path)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    for x, y in zip(a, b):
+        if x != y:
+            sys.exit(f"{x}\n{y}")
+    sys.exit(f"{len(a)} vs {len(b)} lines")
+EOF
+  for f in model.safetensors rollout_snapshot.safetensors; do
+    cmp -s "$1/step_4/$f" "$2/step_4/$f" || fail "$f differs: $1 $2"
+  done
+}
+
+pair() {  # pair NAME [sets...]: one process vs two ranks
+  local name=$1
+  shift
+  "$anvil" rl "${rl[@]}" --out "$work/$name-1" "$@" > "$work/$name-1.log" 2>&1 \
+    || { cat "$work/$name-1.log"; fail "$name on one process"; }
+  mpi 2 rl "${rl[@]}" --out "$work/$name-2" "$@" > "$work/$name-2.log" 2>&1 \
+    || { cat "$work/$name-2.log"; fail "$name on two ranks"; }
+  grep -q "rollouts drawn on rank 1" "$work/$name-2.log" || { cat "$work/$name-2.log"; fail "$name banner"; }
+  [ "$(grep -c '1 step stale' "$work/$name-2.log")" = 3 ] || { cat "$work/$name-2.log"; fail "$name staleness"; }
+  same "$work/$name-1" "$work/$name-2"
+}
+pair grpo
+pair bf16 --set rl.precision='"bf16"'
+pair ppo --set rl.algorithm='"ppo"' --set rl.stop='"\n"'
+grep -q "explained variance" "$work/ppo-2.log" || fail "ppo value lines"
+
+# Resumed under mpirun from step 2: the uninterrupted run's end.
+cp -r "$work/grpo-2" "$work/resumed"
+rm -rf "$work/resumed/step_4"
+echo step_2 > "$work/resumed/latest"
+/usr/bin/python3 -c "
+import json, sys
+p = sys.argv[1]
+keep = [l for l in open(p) if json.loads(l).get('step', 0) <= 2]
+open(p, 'w').writelines(keep)" "$work/resumed/metrics.jsonl"
+mpi 2 rl --resume "$work/resumed" > "$work/resumed.log" 2>&1 \
+  || { cat "$work/resumed.log"; fail "resume on two ranks"; }
+same "$work/grpo-1" "$work/resumed"
+
+# Refused: two ranks without asynchronous rollouts, three ranks.
+if mpi 2 rl "${rl[@]}" --out "$work/colocated" --set rl.max_staleness=0 > "$work/colocated.log" 2>&1; then
+  fail "two ranks ran colocated rollouts"
+fi
+grep -q "needs rl.max_staleness = 1" "$work/colocated.log" || { cat "$work/colocated.log"; fail "colocated message"; }
+if mpi 3 rl "${rl[@]}" --out "$work/three" > "$work/three.log" 2>&1; then fail "three ranks ran"; fi
+grep -q "got 3 ranks" "$work/three.log" || { cat "$work/three.log"; fail "three-rank message"; }
+echo "mpi rollouts: ok"
