@@ -151,14 +151,7 @@ struct Tier {
 }  // namespace avx2
 
 void PackWholeBAvx2(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
-  using D = Driver<avx2::Tier>;
-  if (p.fp8 == nullptr) {
-    D::PackWhole<float>(p, n0, n1, out);
-  } else if (p.fp8->decode_bf16) {
-    D::PackWhole<Fp8Codes<true>>(p, n0, n1, out);
-  } else {
-    D::PackWhole<Fp8Codes<false>>(p, n0, n1, out);
-  }
+  Driver<avx2::Tier>::PackWholeB(p, n0, n1, out);
 }
 
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {

@@ -119,6 +119,17 @@ struct Driver {
     }
   }
 
+  // PackWhole for p's element type (f32, or FP8 codes decoded as p.fp8 says).
+  static void PackWholeB(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
+    if (p.fp8 == nullptr) {
+      PackWhole<float>(p, n0, n1, out);
+    } else if (p.fp8->decode_bf16) {
+      PackWhole<Fp8Codes<true>>(p, n0, n1, out);
+    } else {
+      PackWhole<Fp8Codes<false>>(p, n0, n1, out);
+    }
+  }
+
   // Shrinks nc below K::kNc only when scratch is small.
   static Scratch Carve(std::byte* scratch, size_t bytes, int64_t steps) {
     Scratch s{};
