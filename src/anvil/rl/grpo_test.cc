@@ -3,7 +3,8 @@
 // the clip's kinks), the clip binds where it should; and on a micro model a
 // few on-policy steps with a toy reward (emit token 7) raise the reward, the
 // rollout's log-probabilities equal the training forward's exactly; so do a
-// few REINFORCE steps (reward minus the step's mean).
+// few REINFORCE steps (reward minus the step's mean) and PPO with a value head on
+// the policy's features or on a critic model of its own.
 #include "anvil/rl/policy_step.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "anvil/core/thread_pool.h"
 #include "anvil/model/int_linear.h"
@@ -167,6 +169,8 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
       {"grpo", {.loss = {.advantage = AdvantageKind::kGroup}, .ppo = {}}},
       {"reinforce", {.loss = {.advantage = AdvantageKind::kBatchBaseline}, .ppo = {}}},
       {"ppo", {.loss = {.advantage = AdvantageKind::kGae}, .ppo = {.vf_coef = 0.5}}},
+      {"ppo, separate critic",
+       {.loss = {.advantage = AdvantageKind::kGae}, .ppo = {.vf_coef = 0.5}}},
       {"grpo 2x2",
        {.loss = {.advantage = AdvantageKind::kGroup}, .ppo = {}, .epochs = 2, .minibatches = 2}},
   };
@@ -177,7 +181,18 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     ValueHead head(cfg.dim);
     optim::AdamW head_adamw(oc, {{.offset = 0, .numel = cfg.dim + 1, .decay = false}},
                             cfg.dim + 1);
-    const Critic critic = ppo ? Critic{&head, &head_adamw} : Critic{};
+    // A separate critic: a model of its own from the policy's starting weights.
+    const bool separate = std::string(c.name).find("separate") != std::string::npos;
+    model::Llama critic_model(cfg, {.max_batch = kPrompts * kGroup}, ctx);
+    critic_model.InitWeights(ctx, 4);
+    optim::AdamW critic_adamw(oc, optim::LlamaParamGroups(critic_model.params()),
+                              critic_model.params().size());
+    Critic critic = ppo ? Critic{&head, &head_adamw} : Critic{};
+    if (separate) {  // a whole model learns features: slower than the head
+      critic.trunk = &critic_model;
+      critic.trunk_adamw = &critic_adamw;
+      critic.trunk_lr_ratio = 0.1;
+    }
     std::vector<double> reward, value_loss;
     double clip = 0;
     for (int step = 0; step < 25; ++step) {

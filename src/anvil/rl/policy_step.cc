@@ -40,6 +40,9 @@ Status CheckStep(const Rollouts& rollouts, size_t prompts, const PolicyStepConfi
         "PPO's advantages need a critic (a value head and its optimizer), "
         "and only PPO takes one");
   }
+  if ((critic.trunk != nullptr) != (critic.trunk_adamw != nullptr)) {
+    return InvalidArgument("a separate critic needs its model and that model's optimizer");
+  }
   if (config.epochs < 1 || config.minibatches < 1) {
     return InvalidArgument(fmt::format("epochs = {} and minibatches = {}: expected >= 1",
                                        config.epochs, config.minibatches));
@@ -175,7 +178,8 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   // PPO: the critic's values of every trained position before the updates,
   // read from the LM head's input of the log-prob recompute's forward (the
   // features a separate forward would give, bit for bit: rows are batch
-  // invariant), in the order of rows.where.
+  // invariant), or of the same forward of a separate critic, in the order of
+  // rows.where.
   std::vector<double> values_old(ppo ? rows.where.size() : 0);
   std::vector<int64_t> call_where;
   infer::HeadInputFn values_hook = nullptr;
@@ -197,8 +201,16 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   // logp_old: the trainer's policy when the samples were drawn (the first
   // update's logp); behaviour: the sampler's (equal, bit for bit, unless the
   // rollouts ran quantized on purpose); ref: the reference's.
-  ASSIGN_OR_RETURN(const std::vector<std::vector<double>> recomputed,
-                   infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling, values_hook));
+  const bool separate = ppo && critic.trunk != nullptr;
+  ASSIGN_OR_RETURN(
+      const std::vector<std::vector<double>> recomputed,
+      infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling,
+                               separate ? infer::HeadInputFn(nullptr) : values_hook));
+  if (separate) {  // its log-probs unused: the forward that reaches its features
+    RETURN_IF_ERROR(
+        infer::RecomputeLogProbs(*critic.trunk, ctx, prompts, kept, sampling, values_hook)
+            .status());
+  }
   std::vector<std::vector<double>> reference_logp;
   if (reference != nullptr) {
     ASSIGN_OR_RETURN(reference_logp,
@@ -250,7 +262,7 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
 
   // The updates: `epochs` passes, each over `minibatches` contiguous shares of the rows.
   std::vector<float> token_weights(logp_old.size());
-  std::vector<float> weights;
+  std::vector<float> weights, no_lm_loss;
   std::vector<double> values_now, dv;
   std::vector<int64_t> local_where;
   model::LlamaParams& params = model.params();
@@ -283,11 +295,11 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
         weights[rows.where[k] - base] = token_weights[k];
         local_where.push_back(rows.where[k] - base);
       }
-      model::StepHooks hooks;
+      model::StepHooks value_hooks;
       ValueLossStats vs;
       if (ppo) {
         critic.head->ZeroGrads();
-        hooks.head_input = [&](const float* x, float* dx, int64_t) {
+        value_hooks.head_input = [&](const float* x, float* dx, int64_t) {
           values_now.resize(local_where.size());
           dv.resize(local_where.size());
           critic.head->Values(x, local_where, values_now);
@@ -302,12 +314,33 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
                                .targets = std::span<const int32_t>(rows.targets).subspan(base, n),
                                .loss_weights = weights};
       model.ZeroGrads(ctx);
-      model.ForwardBackward(ctx, batch, /*loss_scale=*/1.0f, hooks);
+      model.ForwardBackward(ctx, batch, /*loss_scale=*/1.0f,
+                            separate ? model::StepHooks{} : value_hooks);
       double norm = optim::GlobalNorm(ctx.pool(), params.grads());
-      if (ppo) norm = std::hypot(norm, optim::GlobalNorm(ctx.pool(), critic.head->grads()));
+      if (ppo && !separate) {
+        norm = std::hypot(norm, optim::GlobalNorm(ctx.pool(), critic.head->grads()));
+      }
       const float clip_scale = optim::ClipScale(norm, grad_clip);
       adamw.Step(ctx, lr, clip_scale, params.weights(), params.grads(), params.bf16());
-      if (ppo) {
+      if (separate) {
+        // The critic's own step: its LM loss weighted by zero (no gradient),
+        // the value loss's gradient added at its features, clipped on its
+        // own norm.
+        model::LlamaParams& cp = critic.trunk->params();
+        no_lm_loss.assign(n, 0.0f);
+        model::Batch critic_batch = batch;
+        critic_batch.loss_weights = no_lm_loss;
+        critic.trunk->ZeroGrads(ctx);
+        critic.trunk->ForwardBackward(ctx, critic_batch, /*loss_scale=*/1.0f, value_hooks);
+        const double critic_norm =
+            std::hypot(optim::GlobalNorm(ctx.pool(), cp.grads()),
+                       optim::GlobalNorm(ctx.pool(), critic.head->grads()));
+        const float critic_clip = optim::ClipScale(critic_norm, grad_clip);
+        critic.trunk_adamw->Step(ctx, lr * critic.trunk_lr_ratio, critic_clip, cp.weights(),
+                                 cp.grads(), cp.bf16());
+        critic.adamw->Step(ctx, lr * critic.lr_ratio, critic_clip, critic.head->params(),
+                           critic.head->grads(), {});
+      } else if (ppo) {
         critic.adamw->Step(ctx, lr * critic.lr_ratio, clip_scale, critic.head->params(),
                            critic.head->grads(), {});
       }

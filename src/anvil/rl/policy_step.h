@@ -73,11 +73,19 @@ Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::K
                                   std::span<const std::vector<int32_t>> prompts, int64_t step,
                                   const std::atomic<bool>* cancel = nullptr);
 
-// PPO's critic: the value head and its optimizer, owned by the caller.
+// PPO's critic: the value head and its optimizer, owned by the caller. The
+// head reads the policy's own features (the trunk learns from the policy
+// loss and vf_coef times the value loss), or, with `trunk`, the final
+// features of a model of its own (a separate critic, usually started from
+// the policy's checkpoint), which the value loss alone trains with
+// `trunk_adamw`, clipped (with the head) on its own norm.
 struct Critic {
   ValueHead* head = nullptr;
   optim::AdamW* adamw = nullptr;
   double lr_ratio = 1;  // the head's learning rate over the policy's
+  model::Llama* trunk = nullptr;
+  optim::AdamW* trunk_adamw = nullptr;
+  double trunk_lr_ratio = 1;  // the critic model's learning rate over the policy's
 };
 
 struct PolicyStepResult {

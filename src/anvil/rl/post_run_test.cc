@@ -4,7 +4,8 @@
 // resume bitwise (a run stopped halfway and resumed ends with the same weights
 // and optimizer state as one that ran through); bad starts are refused. PPO
 // with two passes of two updates a step keeps the first update's
-// log-probabilities exact too, and resumes its value head bitwise.
+// log-probabilities exact too, and resumes its value head (and a separate
+// critic model) bitwise.
 // Asynchronous rollouts are one step stale after the first step, weighted
 // by their importance ratios, and resume bitwise from their snapshot.
 #include <gtest/gtest.h>
@@ -193,49 +194,77 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
 
 TEST(PostRunTest, PpoTrainsItsValueHeadAndResumesBitwise) {
   data::testing::TempDir dir;
-  const std::string sft = dir / "sft", through = dir / "through", halves = dir / "halves";
+  const std::string sft = dir / "sft";
   ASSERT_TRUE(RunSft(SftConfig(), {.run_dir = sft}, {}).ok());
-  auto ppo = [&] {
-    Config c = RlConfig(sft);
-    for (const char* set : {"rl.algorithm=\"ppo\"", "rl.epochs=2", "rl.minibatches=2"}) {
-      EXPECT_TRUE(c.Set(set).ok()) << set;
+  // The value head on the policy's features, or a critic model of its own.
+  for (const char* kind : {"shared", "separate"}) {
+    const std::string critic_kind = kind;
+    const std::string through = dir / ("through-" + critic_kind);
+    const std::string halves = dir / ("halves-" + critic_kind);
+    auto ppo = [&] {
+      Config c = RlConfig(sft);
+      const std::string sets[] = {"rl.algorithm=\"ppo\"", "rl.epochs=2", "rl.minibatches=2",
+                                  "rl.critic=\"" + critic_kind + "\""};
+      for (const std::string& set : sets) {
+        EXPECT_TRUE(c.Set(set).ok()) << set;
+      }
+      return c;
+    };
+    auto a = RunRl(ppo(), {.run_dir = through}, {});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    int steps = 0;
+    for (const nlohmann::json& line : MetricsLines(through)) {
+      if (!line.contains("max_logprob_diff")) continue;
+      ++steps;
+      EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0) << line.dump();
+      EXPECT_EQ(line["updates"].get<int>(), 4) << line.dump();
+      EXPECT_TRUE(line.contains("value_loss") && line.contains("explained_variance"));
     }
-    return c;
-  };
-  auto a = RunRl(ppo(), {.run_dir = through}, {});
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  int steps = 0;
-  for (const nlohmann::json& line : MetricsLines(through)) {
-    if (!line.contains("max_logprob_diff")) continue;
-    ++steps;
-    EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0) << line.dump();
-    EXPECT_EQ(line["updates"].get<int>(), 4) << line.dump();
-    EXPECT_TRUE(line.contains("value_loss") && line.contains("explained_variance"));
-  }
-  EXPECT_EQ(steps, 6);
-  // The value head moved off zero and is in the checkpoint.
-  auto head = ReadFile(through + "/step_6/value_head.safetensors");
-  ASSERT_TRUE(head.ok());
+    EXPECT_EQ(steps, 6);
 
-  int64_t done = 0;
-  RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},
-                       .on_step = [&](const RlStepMetrics&) { ++done; }};
-  ASSERT_TRUE(RunRl(ppo(), {.run_dir = halves}, stop_halfway).ok());
-  auto config = Config::FromFile(halves + "/config.toml");
-  ASSERT_TRUE(config.ok());
-  auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
-  EXPECT_EQ(second->first_step, 3);
-  auto critic = [](const std::string& run) {
-    const std::string step = run + "/step_6/";
-    auto h = ReadFile(step + "value_head.safetensors");
-    auto o = ReadFile(step + "value_head_optimizer.safetensors");
-    EXPECT_TRUE(h.ok() && o.ok()) << run;
-    return *h + *o;
-  };
-  // (EXPECT_TRUE: a difference would print megabytes of bytes.)
-  EXPECT_TRUE(State(halves, 6) == State(through, 6));
-  EXPECT_TRUE(critic(halves) == critic(through));
+    int64_t done = 0;
+    RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},
+                         .on_step = [&](const RlStepMetrics&) { ++done; }};
+    ASSERT_TRUE(RunRl(ppo(), {.run_dir = halves}, stop_halfway).ok());
+    auto config = Config::FromFile(halves + "/config.toml");
+    ASSERT_TRUE(config.ok());
+    auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(second->first_step, 3);
+    // The critic's state in the final checkpoint: the value head, and a
+    // separate critic's model, with their optimizers.
+    auto critic = [&](const std::string& run) {
+      std::vector<std::string> files = {"value_head.safetensors",
+                                        "value_head_optimizer.safetensors"};
+      if (critic_kind == "separate") {
+        files.push_back("critic.safetensors");
+        files.push_back("critic_optimizer.safetensors");
+      }
+      std::string all;
+      for (const std::string& f : files) {
+        auto text = ReadFile(run + "/step_6/" + f);
+        EXPECT_TRUE(text.ok()) << run << " " << f;
+        if (text.ok()) all += *text;
+      }
+      return all;
+    };
+    // (EXPECT_TRUE: a difference would print megabytes of bytes.)
+    EXPECT_TRUE(State(halves, 6) == State(through, 6)) << critic_kind;
+    EXPECT_TRUE(critic(halves) == critic(through)) << critic_kind;
+    if (critic_kind == "separate") {
+      // Resuming it with the other critic: refused.
+      Config shared = *config;
+      ASSERT_TRUE(shared.Set("rl.critic=\"shared\"").ok());
+      const auto refused = RunRl(shared, {.run_dir = halves, .resume = true}, {});
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.status().message().find("rl.critic"), std::string::npos)
+          << refused.status().ToString();
+    }
+  }
+  // A separate critic is PPO's only.
+  Config grpo_critic = RlConfig(sft);
+  ASSERT_TRUE(grpo_critic.Set("rl.critic=\"separate\"").ok());
+  EXPECT_FALSE(RunRl(grpo_critic, {.run_dir = dir / "grpo_critic"}, {}).ok());
 
   // A GRPO run's folder resumed as PPO (it has no value head): refused.
   const std::string grpo = dir / "grpo";

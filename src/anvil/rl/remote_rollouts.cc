@@ -3,10 +3,9 @@
 
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include "anvil/core/check.h"
@@ -25,14 +24,7 @@ constexpr int kReplyTag = 73;
 enum Command : int64_t { kStop = 0, kDraw = 1 };
 enum DrawField : int { kCommand, kStep, kStaleness, kPrompts, kPromptWords, kDrawFields };
 // A reply (after its status): counts, then the samples.
-enum ReplyField : int {
-  kSamples,
-  kTokens,
-  kPromptTokens,
-  kNewTokens,
-  kSteps,
-  kReplyFields
-};
+enum ReplyField : int { kSamples, kTokens, kPromptTokens, kNewTokens, kSteps, kReplyFields };
 
 constexpr std::array<const char*, 4> kStopReasons = {"eos", "stop", "max_new", "max_seq_len"};
 
@@ -48,8 +40,8 @@ int64_t StopCode(const std::string& reason) {
 void SendText(comm::Group& world, int peer, int tag, const std::string& text) {
   const int64_t size = static_cast<int64_t>(text.size());
   world.Send(std::span<const int64_t>(&size, 1), peer, tag);
-  world.Send(std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()), text.size()),
-             peer, tag);
+  const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
+  world.Send(std::span<const std::byte>(bytes, text.size()), peer, tag);
 }
 std::string RecvText(comm::Group& world, int peer, int tag) {
   int64_t size = 0;
@@ -171,9 +163,11 @@ RemoteRollouts::RemoteRollouts(comm::Group& world, int rollout_rank,
   options_.linear = nullptr;
 }
 
-Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(
-    comm::Group& world, int rollout_rank, const Policy& policy,
-    const infer::RolloutOptions& options, model::WeightQuant quant, int threads) {
+Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& world, int rollout_rank,
+                                                               const Policy& policy,
+                                                               const infer::RolloutOptions& options,
+                                                               model::WeightQuant quant,
+                                                               int threads) {
   CHECK(rollout_rank != world.rank() && rollout_rank >= 0 && rollout_rank < world.size())
       << "rollout rank " << rollout_rank;
   const model::Precision precision = policy.llama->options().precision;
@@ -210,8 +204,7 @@ void RemoteRollouts::Snapshot(const model::Llama& policy) {
   std::copy(from.begin(), from.end(), snapshot_.begin());
 }
 
-void RemoteRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t step,
-                           int staleness) {
+void RemoteRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) {
   CHECK(!in_flight_) << "one draw at a time";
   prompt_words_.clear();
   for (const std::vector<int32_t>& p : prompts) {

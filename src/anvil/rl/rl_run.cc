@@ -45,6 +45,11 @@ struct RlRunConfig {
   // PPO: the value head's learning rate over the policy's (a critic usually
   // learns faster than its actor; it starts from zero).
   double value_lr_ratio = 10;
+  // PPO's critic: "shared" (the value head reads the policy's features) or
+  // "separate" (a model of its own from rl.init, trained by the value loss
+  // alone at rl.critic_lr_ratio times the policy's learning rate).
+  std::string critic = "shared";
+  double critic_lr_ratio = 1;
 
   static Result<RlRunConfig> FromConfig(Config& config) {
     RlRunConfig c;
@@ -86,6 +91,17 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(ppo.vf_coef, config.GetDouble("rl.vf_coef", ppo.vf_coef));
     ASSIGN_OR_RETURN(ppo.whiten, config.GetBool("rl.whiten_advantages", ppo.whiten));
     ASSIGN_OR_RETURN(c.value_lr_ratio, config.GetDouble("rl.value_lr_ratio", c.value_lr_ratio));
+    ASSIGN_OR_RETURN(c.critic, config.GetString("rl.critic", c.critic));
+    ASSIGN_OR_RETURN(c.critic_lr_ratio,
+                     config.GetDouble("rl.critic_lr_ratio", c.critic_lr_ratio));
+    if ((c.critic != "shared" && c.critic != "separate") ||
+        (c.critic == "separate" && algorithm != "ppo") || !(c.critic_lr_ratio > 0)) {
+      return InvalidArgument(fmt::format(
+          "rl.critic = \"{}\": expected \"shared\" (the value head on the policy's features) or "
+          "\"separate\" (a critic model of its own; PPO only, here rl.algorithm = \"{}\"); "
+          "rl.critic_lr_ratio = {}: expected > 0",
+          c.critic, algorithm, c.critic_lr_ratio));
+    }
     ASSIGN_OR_RETURN(c.max_staleness, config.GetInt("rl.max_staleness", c.max_staleness));
     ASSIGN_OR_RETURN(c.stop, config.GetString("rl.stop", c.stop));
     ASSIGN_OR_RETURN(c.rollout_threads, config.GetInt("rl.rollout_threads", c.rollout_threads));
@@ -146,17 +162,20 @@ struct RlRunConfig {
 constexpr uint64_t kFirstRlProblem = uint64_t{1} << 32;
 
 // A resumed run keeps what its checkpoints' state depends on: the algorithm
-// (PPO's value head) and the staleness (the rollout snapshot). `dir`: the
-// checkpoint resumed from, whose config.toml is the run's as saved.
+// (PPO's value head), its critic (a separate one's model) and the staleness
+// (the rollout snapshot). `dir`: the checkpoint resumed from, whose
+// config.toml is the run's as saved.
 Status CheckResumable(const std::string& dir, const RlRunConfig& now) {
   ASSIGN_OR_RETURN(Config saved, Config::FromFile(dir + "/config.toml"));
   ASSIGN_OR_RETURN(const std::string algorithm, saved.GetString("rl.algorithm", "grpo"));
+  ASSIGN_OR_RETURN(const std::string critic, saved.GetString("rl.critic", "shared"));
   ASSIGN_OR_RETURN(const int64_t staleness, saved.GetInt("rl.max_staleness", 0));
-  if (algorithm != now.algorithm || staleness != now.max_staleness) {
+  if (algorithm != now.algorithm || critic != now.critic || staleness != now.max_staleness) {
     return InvalidArgument(fmt::format(
-        "{}: a run with rl.algorithm = \"{}\" and rl.max_staleness = {} resumes with the same "
-        "(asked: \"{}\" and {}); start a new run from its checkpoint with rl.init instead",
-        dir, algorithm, staleness, now.algorithm, now.max_staleness));
+        "{}: a run with rl.algorithm = \"{}\", rl.critic = \"{}\" and rl.max_staleness = {} "
+        "resumes with the same (asked: \"{}\", \"{}\" and {}); start a new run from its "
+        "checkpoint with rl.init instead",
+        dir, algorithm, critic, staleness, now.algorithm, now.critic, now.max_staleness));
   }
   return Status::Ok();
 }
@@ -172,6 +191,9 @@ const char* AlgorithmName(AdvantageKind kind) {
 
 constexpr const char* kValueHeadFile = "value_head.safetensors";
 constexpr const char* kValueOptimizerFile = "value_head_optimizer.safetensors";
+// rl.critic = "separate": the critic model's weights (one flat f32 file) and AdamW state.
+constexpr const char* kCriticFile = "critic.safetensors";
+constexpr const char* kCriticOptimizerFile = "critic_optimizer.safetensors";
 // rl.max_staleness = 1: the weights the next step's samples are drawn from.
 constexpr const char* kSnapshotFile = "rollout_snapshot.safetensors";
 
@@ -317,6 +339,34 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       return value_adamw->Save(dir + "/" + kValueOptimizerFile);
     });
   }
+  // A separate critic: a model of its own, from rl.init in a new run, the
+  // run's own in a resumed one, saved beside the policy.
+  std::unique_ptr<model::Llama> critic_model;
+  std::unique_ptr<optim::AdamW> critic_adamw;
+  if (gc.critic == "separate") {
+    ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, gc.samples_per_step()));
+    model::LlamaParams& cp = critic_model->params();
+    critic_adamw =
+        std::make_unique<optim::AdamW>(rc.optim, optim::LlamaParamGroups(cp), cp.size());
+    if (options.resume) {
+      const std::string& dir = run->loaded_from();
+      const std::string moments = dir + "/" + kCriticOptimizerFile;
+      Status loaded = LoadSnapshotFile(dir + "/" + kCriticFile, cp.weights());
+      if (loaded.ok()) loaded = critic_adamw->Load(std::span<const std::string>(&moments, 1));
+      if (!loaded.ok()) {
+        return DataLoss(fmt::format("resuming PPO with a separate critic needs its model: {}",
+                                    loaded.message()));
+      }
+      critic_model->RefreshBf16Weights(ctx);
+    }
+    critic.trunk = critic_model.get();
+    critic.trunk_adamw = critic_adamw.get();
+    critic.trunk_lr_ratio = gc.critic_lr_ratio;
+    run->SaveAlso([&](const std::string& dir) -> Status {
+      RETURN_IF_ERROR(SaveSnapshotFile(dir + "/" + kCriticFile, critic_model->params().weights()));
+      return critic_adamw->Save(dir + "/" + kCriticOptimizerFile);
+    });
+  }
   std::unique_ptr<model::Llama> reference;
   if (gc.reference) {
     ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, gc.samples_per_step()));
@@ -324,8 +374,9 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   if (hooks.on_start) {
     const int updates = gc.step.epochs * gc.step.minibatches;
     hooks.on_start(rc, run->first_step(),
-                   fmt::format("{} ({} update{} a step)", AlgorithmName(gc.step.loss.advantage),
-                               updates, updates == 1 ? "" : "s"));
+                   fmt::format("{}{} ({} update{} a step)", AlgorithmName(gc.step.loss.advantage),
+                               critic_model ? " with a separate critic" : "", updates,
+                               updates == 1 ? "" : "s"));
   }
 
   // The held-out accuracy at the start: measured now, or a resumed run's as

@@ -5,8 +5,10 @@
 // with the task's reward (exact answer 1, well-formed answer
 // rl.format_weight) and updates the policy (policy_step.h) by rl.algorithm:
 // "grpo" (group-relative advantages), "reinforce" (reward minus the step's
-// mean) or "ppo" (a value head on the policy's features, GAE with rl.gamma
-// and rl.gae_lambda, value loss rl.vf_coef clipped at rl.value_clip), in
+// mean) or "ppo" (a value head on the policy's features, or with rl.critic =
+// "separate" on a critic model of its own from rl.init trained at
+// rl.critic_lr_ratio times the policy's learning rate; GAE with rl.gamma and
+// rl.gae_lambda, value loss rl.vf_coef clipped at rl.value_clip), in
 // rl.epochs passes of rl.minibatches updates (1 and 1: one on-policy
 // update). Colocated (the default), the policy the rollouts sample and the
 // one the trainer scores are the same weights in place, and their
@@ -20,8 +22,9 @@
 // it trains, from a snapshot one update behind (async_rollouts.h), on a
 // thread or, under mpirun with two ranks, on the other rank. Held-out
 // accuracy (task_eval.h) at the start, every rl.eval_every steps and at the
-// end. PPO's value head and its optimizer state, and the rollout snapshot,
-// are saved in every checkpoint and restored on resume.
+// end. PPO's value head (and separate critic) with their optimizer state,
+// and the rollout snapshot, are saved in every checkpoint and restored on
+// resume.
 #pragma once
 
 #include <cstdint>

@@ -46,8 +46,8 @@ void Int8Panel(const PanelTask& t) {
 }
 
 void Int8(const PanelTask& t) {
-  static constexpr void (*kTable[Panels::kRows])(const PanelTask&) = {
-      Int8Panel<1>, Int8Panel<2>, Int8Panel<3>, Int8Panel<4>};
+  static constexpr void (*kTable[Panels::kRows])(const PanelTask&) = {Int8Panel<1>, Int8Panel<2>,
+                                                                      Int8Panel<3>, Int8Panel<4>};
   kTable[t.rows - 1](t);
 }
 

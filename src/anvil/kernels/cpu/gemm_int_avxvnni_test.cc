@@ -116,8 +116,8 @@ TEST(GemmIntAvxVnniTest, SameBitsAsTheAvx2Kernels) {
             const std::vector<float> want = p.Run(int4 ? avx2.int4 : avx2.int8);
             const std::vector<float> got = p.Run(int4 ? vnni.int4 : vnni.int8);
             ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
-                << (int4 ? "int4" : "int8") << " lines " << lines << " rows " << rows
-                << " columns " << columns << (accumulate ? " accumulate" : "");
+                << (int4 ? "int4" : "int8") << " lines " << lines << " rows " << rows << " columns "
+                << columns << (accumulate ? " accumulate" : "");
           }
         }
       }
