@@ -176,21 +176,26 @@ int RunGemmBench(const GemmBenchOptions& options) {
   for (const std::string& dtype : dtypes) {
     const bool bf16 = dtype == "bf16";
     for (const GemmShape& s : shapes) {
-      // FP8 and the integer GEMMs run alone: no peer multiplies FP8 on a CPU,
-      // and the integer ones are measured against anvil's bf16 in the same run.
-      auto report_alone = [&](double seconds, double peak_gflops, double b_bytes) {
+      // FP8 and W4A8 run alone: no peer multiplies FP8 or int4 x int8 on a
+      // CPU; they and W8A8 are measured against anvil's bf16 in the same run,
+      // W8A8 also against oneDNN's int8 matmul where peers run (`onednn`).
+      auto report_alone = [&](double seconds, double peak_gflops, double b_bytes,
+                              std::optional<double> onednn = std::nullopt) {
         Result r;
         r.shape = s;
         r.dtype = dtype;
         r.gflops = 2.0 * s.m * s.n * s.k / seconds * 1e-9;
         r.peak_fraction = r.gflops / peak_gflops;
         r.gbs = b_bytes / seconds * 1e-9;
+        r.onednn = onednn;
         if (options.json) {
           fmt::print("{}\n", Json(r, threads, core, isa, dram));
         } else {
           fmt::print("{:>22} {:>5} {:9.1f} {:5.0f}% {:>9} {:>9} {:>7} {:8.1f} {:5.0f}%\n",
                      fmt::format("{}x{}x{}", s.m, s.n, s.k), dtype, r.gflops, 100 * r.peak_fraction,
-                     "-", "-", "-", r.gbs, 100 * r.gbs / dram);
+                     "-", onednn ? fmt::format("{:.1f}", *onednn) : "-",
+                     onednn ? fmt::format("{:.2f}x", r.gflops / *onednn) : "-", r.gbs,
+                     100 * r.gbs / dram);
         }
         std::fflush(stdout);
       };
@@ -236,7 +241,26 @@ int RunGemmBench(const GemmBenchOptions& options) {
               kernels::GemmInt(ctx, a, w, c.data(), 0, false);
             },
             options.min_seconds);
-        report_alone(t.median_seconds, peak.f32_gflops, static_cast<double>(w.bytes()));
+        std::optional<double> onednn;
+        if (options.peers && dtype == "w8a8") {
+          // The peer's operands: codes of the same sizes (its speed does not
+          // depend on their values).
+          std::vector<uint8_t> qa(s.m * s.k);
+          std::vector<int8_t> qb(s.k * s.n);
+          for (size_t i = 0; i < qa.size(); ++i) qa[i] = static_cast<uint8_t>(i * 37 % 251);
+          for (size_t i = 0; i < qb.size(); ++i) qb[i] = static_cast<int8_t>(i * 13 % 253 - 126);
+          const std::vector<float> scales(s.n, 1e-3f);
+          std::string error;
+          if (auto mm = OneDnnInt8Matmul::Create(s.m, s.n, s.k, qb.data(), scales.data(), &error)) {
+            const Timing p =
+                TimeMedian([&] { mm->Run(qa.data(), c.data()); }, options.min_seconds);
+            onednn = 2.0 * s.m * s.n * s.k / p.median_seconds * 1e-9;
+          } else {
+            fmt::print(stderr, "{}\n", error);
+          }
+          LetPeersPark();
+        }
+        report_alone(t.median_seconds, peak.f32_gflops, static_cast<double>(w.bytes()), onednn);
         continue;
       }
       Operands ops(s, bf16);

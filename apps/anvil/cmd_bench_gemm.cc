@@ -29,7 +29,8 @@ void AddBenchGemm(CLI::App& bench) {
                   "f32, bf16, fp8 (DeepSeek-V3 blocks), mxfp8, w8a8 or w4a8 (repeatable); "
                   "default: f32 and bf16. FP8 runs without peers, decoded to the machine's "
                   "faster dot product, B packed once up to 64 rows (as decoding keeps an FP8 "
-                  "model's weights); w8a8/w4a8 without peers, activations quantized per call")
+                  "model's weights); w8a8/w4a8 with activations quantized per call, w8a8 "
+                  "beside oneDNN's int8 matmul")
       ->check(CLI::IsMember({"f32", "bf16", "fp8", "mxfp8", "w8a8", "w4a8"}));
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
       ->check(CLI::NonNegativeNumber);

@@ -25,6 +25,25 @@ class OneDnnMatmul {
   std::unique_ptr<Impl> impl_;
 };
 
+// W8A8's peer: C[m, n] (f32) = (A [m, k] u8 · B [k, n] s8) * scales[n],
+// oneDNN's int8 matmul (VNNI where the CPU has it) with per-column output
+// scales, B reordered once into the primitive's layout as a model's weights
+// would be. No zero point: a u8 A is taken as is (the int8 GEMM's work, a
+// little less than a signed A's), and the activations' quantization is not
+// in it (anvil's W8A8 timing includes its own).
+class OneDnnInt8Matmul {
+ public:
+  static std::unique_ptr<OneDnnInt8Matmul> Create(int64_t m, int64_t n, int64_t k,
+                                                  const int8_t* b, const float* scales,
+                                                  std::string* error);
+  ~OneDnnInt8Matmul();
+  void Run(const uint8_t* a, float* c);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // oneDNN runs on OpenMP threads: sets their count for the calling thread's
 // parallel regions (omp_set_num_threads, found in the libgomp oneDNN loads).
 void SetOneDnnThreads(int threads);
