@@ -48,12 +48,14 @@ void Sampler::Distribution(std::span<const float> logits) {
   order_.resize(k);
   // Softmax of logits / temperature over the kept tokens, in double.
   probs_.resize(k);
+  cumulative_.resize(k);
   const double inv_t = config_.greedy ? 1.0 : 1.0 / config_.temperature;
   const double top = logits[top_k || top_p ? order_[0] : best] * inv_t;
   double sum = 0;
   for (int32_t i = 0; i < k; ++i) {
     probs_[i] = std::exp(logits[order_[i]] * inv_t - top);
     sum += probs_[i];
+    cumulative_[i] = sum;
   }
   // Top-p: the shortest prefix (by descending probability) with mass >= p.
   keep_ = k;
@@ -67,8 +69,7 @@ void Sampler::Distribution(std::span<const float> logits) {
       }
     }
   }
-  kept_ = 0;
-  for (int32_t i = 0; i < keep_; ++i) kept_ += probs_[i];
+  kept_ = cumulative_[keep_ - 1];  // the kept tokens' probabilities added in order
 }
 
 Sampled Sampler::Sample(std::span<const float> logits, uint32_t request, uint32_t sample,
@@ -78,15 +79,17 @@ Sampled Sampler::Sample(std::span<const float> logits, uint32_t request, uint32_
   if (!config_.greedy) {
     const RngStream rng(config_.seed, RngPurpose::kSampling, request, sample);
     const double u = rng.Uniform(position) * kept_;
-    double acc = 0;
-    chosen = keep_ - 1;
-    for (int32_t i = 0; i < keep_; ++i) {
-      acc += probs_[i];
-      if (u < acc) {
-        chosen = i;
-        break;
-      }
+    // The first token whose running sum exceeds u (the sums never decrease;
+    // none: the last), or, with a non-finite mass, the walk itself.
+    const auto sums = std::span<const double>(cumulative_).first(static_cast<size_t>(keep_));
+    if (std::isfinite(kept_)) {
+      chosen = static_cast<int32_t>(std::upper_bound(sums.begin(), sums.end(), u) - sums.begin());
+    } else {
+      chosen = static_cast<int32_t>(std::find_if(sums.begin(), sums.end(),
+                                                 [u](double acc) { return u < acc; }) -
+                                    sums.begin());
     }
+    chosen = std::min(chosen, keep_ - 1);
   }
   return {order_[chosen], std::log(probs_[chosen] / kept_)};
 }

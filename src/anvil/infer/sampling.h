@@ -55,13 +55,17 @@ class Sampler {
 
  private:
   // The kept tokens (order_[0, keep_): best first when truncated, else in id
-  // order with greedy's pick swapped to the front) and their unnormalized
-  // probabilities probs_ (mass kept_).
+  // order with greedy's pick swapped to the front), their unnormalized
+  // probabilities probs_ and its running sums cumulative_ (mass kept_).
   void Distribution(std::span<const float> logits);
 
   SamplingConfig config_;
   std::vector<int32_t> order_;
   std::vector<double> probs_;
+  // cumulative_[i] = ((probs_[0] + probs_[1]) + ...) + probs_[i], in that
+  // order: the sums a draw walks, found by binary search instead of added
+  // again one after another (the same doubles, so the same token).
+  std::vector<double> cumulative_;
   int32_t keep_ = 0;
   double kept_ = 0;
 };

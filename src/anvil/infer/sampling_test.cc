@@ -1,12 +1,14 @@
 // Sampler: argument checks, greedy ties, top-k / top-p support, determinism in
 // (seed, position), and the sampled frequencies against the softmax they
-// should follow.
+// should follow, and the draw against a reference walk of the running sums.
 #include "anvil/infer/sampling.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace anvil::infer {
@@ -98,6 +100,49 @@ TEST(Sampling, TopKAndTopPRenormaliseOverTheKeptTokens) {
   p5.top_p = 0.45;  // the first token alone (0.5) reaches it
   Sampler half(p5);
   ExpectFrequencies(half, LogitsOf(probs), {1, 0, 0, 0});
+}
+
+
+// The draw: the first token (in id order, whole vocabulary) whose running sum
+// of exp(logit - max) exceeds u * total, the sums added one after another in
+// double, as a reference walks them; against Sample over many draws, with
+// ties, tokens whose probability underflows to 0 (flat stretches of the
+// sums) and u close to the ends.
+TEST(Sampling, DrawIsTheFirstRunningSumAboveU) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  constexpr int kVocab = 300;
+  const SamplingConfig config{.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 11};
+  Sampler sampler(config);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<float> logits(kVocab);
+    for (float& x : logits) x = normal(rng);
+    for (int i = 0; i < kVocab; i += 7) logits[i] = -1000.0f;  // exp underflows to 0
+    for (int i = 3; i < kVocab; i += 11) logits[i] = logits[1];  // ties
+    const float top = *std::max_element(logits.begin(), logits.end());
+    std::vector<double> sums(kVocab);
+    double sum = 0;
+    for (int i = 0; i < kVocab; ++i) {
+      sum += std::exp(static_cast<double>(logits[i]) * 1.0 - top);
+      sums[i] = sum;
+    }
+    for (uint64_t position = 0; position < 50; ++position) {
+      const RngStream stream(config.seed, RngPurpose::kSampling, 2, 1);
+      const double u = stream.Uniform(position) * sum;
+      int want = kVocab - 1;
+      for (int i = 0; i < kVocab; ++i) {
+        if (u < sums[i]) {
+          want = i;
+          break;
+        }
+      }
+      ASSERT_EQ(sampler.Sample(logits, 2, 1, position).token, want)
+          << "trial " << trial << " position " << position;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2000);
 }
 
 }  // namespace
