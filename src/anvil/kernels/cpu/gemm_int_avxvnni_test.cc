@@ -64,8 +64,8 @@ struct Panel {
     }
     row_scales.resize(rows);
     for (float& s : row_scales) s = unit(rng) * 1e-2f;
-    group_sums.assign(static_cast<size_t>(rows * groups), 0);
-    for (int r = 0; r < rows; ++r) {
+    group_sums.assign(static_cast<size_t>(rows * groups), 0);  // int4's, per 128 k
+    for (int r = 0; int4 && r < rows; ++r) {
       for (int64_t kk = 0; kk < k; ++kk) {
         group_sums[r * groups + kk / (kLinesPerGroup * 8)] += q[r * k + kk];
       }
