@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -119,14 +120,23 @@ int RunRlCommand(const PostOptions& o, comm::Group& world);
 // rollouts (rl::ServeRollouts). A failed rank ends the whole job: the other
 // may be waiting for it.
 int RunRlInWorld(const PostOptions& o) {
-  auto world = comm::InitWorld();
+  // No watchdog: the rollout rank waits for the trainer's next step (a
+  // training step, an evaluation, a checkpoint) and the trainer for a draw,
+  // each as long as the other's work takes; a rank that dies ends the job
+  // through mpirun.
+  auto world = comm::InitWorld({.timeout_s = std::numeric_limits<double>::infinity()});
   if (!world.ok()) return Fail("rl", world.status());
   comm::Group& w = **world;
   int rc = 0;
   if (w.rank() == 0) {
     rc = RunRlCommand(o, w);
-  } else if (const Status s = rl::ServeRollouts(w, 0); !s.ok()) {
-    rc = Fail("rl", s.WithContext(fmt::format("rank {}", w.rank())));
+  } else {
+    // Ctrl-C: the trainer stops the run at a step's end, then this rank; the
+    // handler keeps a forwarded SIGINT from ending it first.
+    train::InstallSigintHandler();
+    if (const Status s = rl::ServeRollouts(w, 0); !s.ok()) {
+      rc = Fail("rl", s.WithContext(fmt::format("rank {}", w.rank())));
+    }
   }
   if (rc != 0 && w.size() > 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // for mpirun to forward it

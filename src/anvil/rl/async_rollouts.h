@@ -51,7 +51,8 @@ class RolloutsAhead {
   // The samples of the draw Start began, once they are ready.
   virtual Result<Rollouts> Wait() = 0;
   // Drops a draw in flight (a run that stops: its checkpoint keeps the
-  // snapshot, from which a resumed run draws the same samples again).
+  // snapshot, from which a resumed run draws the same samples again): at
+  // its next decode step on a thread, once it is done on another rank.
   // Nothing in flight: nothing to do.
   virtual void Cancel() = 0;
   // The snapshot's weights, one flat f32 file; Load needs a model of the

@@ -40,8 +40,10 @@ Status CheckStep(const Rollouts& rollouts, size_t prompts, const PolicyStepConfi
         "PPO's advantages need a critic (a value head and its optimizer), "
         "and only PPO takes one");
   }
-  if ((critic.trunk != nullptr) != (critic.trunk_adamw != nullptr)) {
-    return InvalidArgument("a separate critic needs its model and that model's optimizer");
+  if ((critic.trunk != nullptr) != (critic.trunk_adamw != nullptr) ||
+      (critic.trunk != nullptr && !ppo)) {
+    return InvalidArgument(
+        "a separate critic needs its model and that model's optimizer, and PPO");
   }
   if (config.epochs < 1 || config.minibatches < 1) {
     return InvalidArgument(fmt::format("epochs = {} and minibatches = {}: expected >= 1",

@@ -7,8 +7,9 @@
 // (tests/rl/mpi_rollouts_test.sh). The trainer keeps the snapshot, so its
 // checkpoints hold it and a resumed run draws the same samples again.
 //
-// Messages on the world group, in order (every one a blocking send or
-// receive of known size, sizes first):
+// Messages on the world group, in order (each of a size the receiver knows
+// or was sent first; a draw's three sends are asynchronous, waited for in
+// Wait):
 //   setup   trainer -> rollout  what the engine needs (model shape, precision,
 //                               engine options, stop strings with the
 //                               tokens' text); answered with a status

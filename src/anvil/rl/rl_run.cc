@@ -450,7 +450,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     RETURN_IF_ERROR(run->AfterStep(hooks.run));
   }
   // A run stopped early (time, Ctrl-C) has the next step's draw in flight:
-  // drop it rather than wait for it (the checkpoint keeps its snapshot).
+  // drop it (on a thread, without waiting for it; the checkpoint keeps its
+  // snapshot).
   if (async) async->Cancel();
   ASSIGN_OR_RETURN(PostRunSummary summary,
                    run->Finish(hooks.run, [&](const TaskEval& e) {

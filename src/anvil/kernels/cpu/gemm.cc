@@ -317,6 +317,8 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   const int64_t k_blocks = (args.k + b.block - 1) / b.block;
   scales_.clear();
   e8m0_.clear();
+  b_.scales = nullptr;  // set below where the scaling has them: nothing of the original kept
+  b_.e8m0 = nullptr;
   switch (b.scaling) {
     case Fp8Scaling::kTensor:
       break;
