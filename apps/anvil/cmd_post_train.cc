@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -120,11 +119,9 @@ int RunRlCommand(const PostOptions& o, comm::Group& world);
 // rollouts (rl::ServeRollouts). A failed rank ends the whole job: the other
 // may be waiting for it.
 int RunRlInWorld(const PostOptions& o) {
-  // No watchdog: the rollout rank waits for the trainer's next step (a
-  // training step, an evaluation, a checkpoint) and the trainer for a draw,
-  // each as long as the other's work takes; a rank that dies ends the job
-  // through mpirun.
-  auto world = comm::InitWorld({.timeout_s = std::numeric_limits<double>::infinity()});
+  // The watchdog's limit (comm.timeout_s) is the run's from the rollout
+  // setup on (rl::RemoteRollouts::Create).
+  auto world = comm::InitWorld();
   if (!world.ok()) return Fail("rl", world.status());
   comm::Group& w = **world;
   int rc = 0;

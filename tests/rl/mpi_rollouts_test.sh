@@ -4,7 +4,8 @@
 # for bit: every metric but the timings, the final weights and the rollout
 # snapshot; for GRPO in f32 and bf16 and for PPO with a stop string. A run
 # resumed under mpirun from its step-2 checkpoint ends where the
-# uninterrupted one does. Layouts the job cannot have are refused.
+# uninterrupted one does. Layouts the job cannot have are refused, and a rank
+# that keeps the other waiting past comm.timeout_s is named by the watchdog.
 # Usage: mpi_rollouts_test.sh REPO ANVIL
 set -uo pipefail
 repo=$1 anvil=$2
@@ -55,7 +56,7 @@ pair() {  # pair NAME [sets...]: one process vs two ranks
   same "$work/$name-1" "$work/$name-2"
 }
 pair grpo
-pair bf16 --set rl.precision='"bf16"'
+pair bf16 --set rl.precision='"bf16"' --set comm.timeout_s=120
 pair ppo --set rl.algorithm='"ppo"' --set rl.stop='"\n"'
 grep -q "explained variance" "$work/ppo-2.log" || fail "ppo value lines"
 
@@ -79,4 +80,12 @@ fi
 grep -q "needs rl.max_staleness = 1" "$work/colocated.log" || { cat "$work/colocated.log"; fail "colocated message"; }
 if mpi 3 rl "${rl[@]}" --out "$work/three" > "$work/three.log" 2>&1; then fail "three ranks ran"; fi
 grep -q "got 3 ranks" "$work/three.log" || { cat "$work/three.log"; fail "three-rank message"; }
+# A rank that does not answer within comm.timeout_s is named by the
+# watchdog, which ends the job (1 ms: rank 1 waits longer than that for the
+# trainer's first draw while the trainer evaluates).
+if mpi 2 rl "${rl[@]}" --out "$work/silent" --set comm.timeout_s=0.001 > "$work/silent.log" 2>&1; then
+  fail "the watchdog let a 1 ms limit pass"
+fi
+grep -q "comm.timeout_s = 0.001 s.*no answer from rank" "$work/silent.log" \
+  || { cat "$work/silent.log"; fail "watchdog message"; }
 echo "mpi rollouts: ok"

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/check.h"
 #include "anvil/model/config.h"
 #include "anvil/model/hf_checkpoint.h"
@@ -97,17 +98,20 @@ struct Setup {
   model::Precision precision = model::Precision::kF32;
   model::WeightQuant quant = model::WeightQuant::kNone;
   int threads = 1;
+  double timeout_s = 600;  // the watchdog's limit (comm.timeout_s)
   infer::RolloutOptions options;
   std::vector<std::string> token_texts;  // stop strings' (empty without)
 };
 
 std::string SetupJson(const model::ModelConfig& config, model::Precision precision,
-                      model::WeightQuant quant, int threads, const infer::RolloutOptions& o) {
+                      model::WeightQuant quant, int threads, double timeout_s,
+                      const infer::RolloutOptions& o) {
   nlohmann::ordered_json j;
   j["model"] = nlohmann::json::parse(model::HfConfigJson(config));
   j["precision"] = model::PrecisionName(precision);
   j["quant"] = model::WeightQuantName(quant);
   j["threads"] = threads;
+  j["timeout_s"] = timeout_s;
   j["max_batch"] = o.max_batch;
   j["max_new"] = o.max_new;
   j["samples"] = o.samples;
@@ -131,6 +135,7 @@ Result<Setup> ParseSetup(const std::string& text, const std::string& token_texts
     ASSIGN_OR_RETURN(s.precision, model::ParsePrecision(j.at("precision").get<std::string>()));
     ASSIGN_OR_RETURN(s.quant, model::ParseWeightQuant(j.at("quant").get<std::string>()));
     s.threads = j.at("threads").get<int>();
+    s.timeout_s = j.at("timeout_s").get<double>();
     infer::RolloutOptions& o = s.options;
     o.max_batch = j.at("max_batch").get<int64_t>();
     o.max_new = j.at("max_new").get<int64_t>();
@@ -147,7 +152,9 @@ Result<Setup> ParseSetup(const std::string& text, const std::string& token_texts
   } catch (const nlohmann::json::exception& e) {
     return DataLoss(fmt::format("rollout setup: {}", e.what()));
   }
-  if (s.threads < 1) return InvalidArgument("rollout setup: threads < 1");
+  if (s.threads < 1 || !(s.timeout_s > 0)) {
+    return InvalidArgument("rollout setup: threads < 1 or timeout_s <= 0");
+  }
   if (!s.options.stop.empty()) {
     ASSIGN_OR_RETURN(s.token_texts, ParseTokenTexts(token_texts, s.config.vocab_size));
   }
@@ -167,7 +174,7 @@ Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& worl
                                                                const Policy& policy,
                                                                const infer::RolloutOptions& options,
                                                                model::WeightQuant quant,
-                                                               int threads) {
+                                                               int threads, double timeout_s) {
   CHECK(rollout_rank != world.rank() && rollout_rank >= 0 && rollout_rank < world.size())
       << "rollout rank " << rollout_rank;
   const model::Precision precision = policy.llama->options().precision;
@@ -178,12 +185,14 @@ Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& worl
     return InvalidArgument("rollouts on another rank quantize their own layers: pass `quant`");
   }
   const model::ModelConfig& config = policy.config;
-  SendText(world, rollout_rank, kSetupTag, SetupJson(config, precision, quant, threads, options));
+  SendText(world, rollout_rank, kSetupTag,
+           SetupJson(config, precision, quant, threads, timeout_s, options));
   SendText(world, rollout_rank, kSetupTag,
            options.stop.empty() ? std::string() : TokenTexts(options, config.vocab_size));
   if (Status s = RecvStatus(world, rollout_rank, kSetupTag); !s.ok()) {
     return s.WithContext(fmt::format("the rollout rank {}", rollout_rank));
   }
+  comm::SetWatchdogTimeout(timeout_s);
   const std::span<const float> weights = policy.llama->params().weights();
   std::unique_ptr<RemoteRollouts> r(
       new RemoteRollouts(world, rollout_rank, options, static_cast<int64_t>(weights.size())));
@@ -289,6 +298,7 @@ Status ServeRollouts(comm::Group& world, int trainer) {
   }
   SendStatus(world, trainer, kSetupTag, setup.status());
   RETURN_IF_ERROR(setup.status());
+  comm::SetWatchdogTimeout(setup->timeout_s);
   std::vector<float> weights(draws->snapshot().params().weights().size());
   while (true) {
     std::array<int64_t, kDrawFields> head{};

@@ -38,11 +38,14 @@ class RemoteRollouts final : public RolloutsAhead {
   // Sets up rank `rollout_rank` of `world` (running ServeRollouts) to draw
   // with `options` from snapshots of `policy` (f32 or bf16; `quant`: through
   // integer layers), on `threads` threads there; the snapshot starts as the
-  // policy's weights.
+  // policy's weights. Both ranks' watchdogs then wait `timeout_s` for the
+  // other (comm.timeout_s: longer than a training step with its evaluation
+  // and checkpoint, and than a draw), and name it past that.
   static Result<std::unique_ptr<RemoteRollouts>> Create(comm::Group& world, int rollout_rank,
                                                         const Policy& policy,
                                                         const infer::RolloutOptions& options,
-                                                        model::WeightQuant quant, int threads);
+                                                        model::WeightQuant quant, int threads,
+                                                        double timeout_s);
   ~RemoteRollouts() override;  // waits for a draw in flight, then ends the rollout rank's loop
 
   void Snapshot(const model::Llama& policy) override;

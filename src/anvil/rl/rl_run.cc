@@ -42,6 +42,9 @@ struct RlRunConfig {
   // reward reads the answer up to its first newline); "": eos and max_new only.
   std::string stop;
   int64_t rollout_threads = 1;
+  // Two ranks: the watchdog's limit on a wait for the other rank (its
+  // training step, evaluation or checkpoint, or its draw), as `anvil train`'s.
+  double comm_timeout_s = 600;
   // PPO: the value head's learning rate over the policy's (a critic usually
   // learns faster than its actor; it starts from zero).
   double value_lr_ratio = 10;
@@ -105,6 +108,10 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(c.max_staleness, config.GetInt("rl.max_staleness", c.max_staleness));
     ASSIGN_OR_RETURN(c.stop, config.GetString("rl.stop", c.stop));
     ASSIGN_OR_RETURN(c.rollout_threads, config.GetInt("rl.rollout_threads", c.rollout_threads));
+    ASSIGN_OR_RETURN(c.comm_timeout_s, config.GetDouble("comm.timeout_s", c.comm_timeout_s));
+    if (!(c.comm_timeout_s > 0)) {
+      return InvalidArgument(fmt::format("comm.timeout_s = {}: must be > 0", c.comm_timeout_s));
+    }
     if (c.max_staleness < 0 || c.max_staleness > 1 || c.rollout_threads < 1 ||
         c.rollout_threads > 1024) {
       return InvalidArgument(fmt::format(
@@ -290,8 +297,9 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   } else {
     const int threads = static_cast<int>(gc.rollout_threads);
     if (ranks == 2) {  // on the other rank (remote_rollouts.h), the same draws
-      ASSIGN_OR_RETURN(async, RemoteRollouts::Create(*world, 1 - world->rank(), policy,
-                                                     engine_options, gc.rollout_quant, threads));
+      ASSIGN_OR_RETURN(async,
+                       RemoteRollouts::Create(*world, 1 - world->rank(), policy, engine_options,
+                                              gc.rollout_quant, threads, gc.comm_timeout_s));
       if (hooks.run.on_message) {
         hooks.run.on_message(fmt::format("rollouts drawn on rank {} ({} thread{})",
                                          1 - world->rank(), threads, threads == 1 ? "" : "s"));
