@@ -57,12 +57,11 @@ void AsyncRollouts::Snapshot(const model::Llama& policy) {
   std::copy(from.bf16().begin(), from.bf16().end(), to.bf16().begin());
 }
 
-void AsyncRollouts::SetSnapshot(std::span<const float> weights) {
+Status AsyncRollouts::SetSnapshot(const std::function<Status(std::span<float> weights)>& fill) {
   CHECK(!in_flight()) << "a snapshot while its rollouts are drawn";
-  const std::span<float> to = snapshot_->params().weights();
-  CHECK_EQ(weights.size(), to.size()) << "a snapshot of another model's size";
-  std::copy(weights.begin(), weights.end(), to.begin());
+  RETURN_IF_ERROR(fill(snapshot_->params().weights()));
   snapshot_->RefreshBf16Weights(*ctx_);
+  return Status::Ok();
 }
 
 void AsyncRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) {
@@ -98,10 +97,7 @@ Status AsyncRollouts::SaveSnapshot(const std::string& path) const {
 }
 
 Status AsyncRollouts::LoadSnapshot(const std::string& path) {
-  CHECK(!in_flight()) << "a snapshot load while its rollouts are drawn";
-  RETURN_IF_ERROR(LoadSnapshotFile(path, snapshot_->params().weights()));
-  snapshot_->RefreshBf16Weights(*ctx_);
-  return Status::Ok();
+  return SetSnapshot([&](std::span<float> weights) { return LoadSnapshotFile(path, weights); });
 }
 
 }  // namespace anvil::rl

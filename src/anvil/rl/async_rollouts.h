@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <span>
@@ -77,8 +78,9 @@ class AsyncRollouts final : public RolloutsAhead {
   ~AsyncRollouts() override;  // cancels a draw in flight (Cancel)
 
   void Snapshot(const model::Llama& policy) override;
-  // The snapshot = these master weights (and their bf16 copy in bf16).
-  void SetSnapshot(std::span<const float> weights);
+  // The snapshot's master weights written in place by `fill` (a file, a
+  // message), then their bf16 copy (bf16) refreshed; fill's error, if any.
+  Status SetSnapshot(const std::function<Status(std::span<float> weights)>& fill);
   void Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) override;
   bool in_flight() const override { return pending_.valid(); }
   Result<Rollouts> Wait() override;

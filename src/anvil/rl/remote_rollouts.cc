@@ -299,7 +299,6 @@ Status ServeRollouts(comm::Group& world, int trainer) {
   SendStatus(world, trainer, kSetupTag, setup.status());
   RETURN_IF_ERROR(setup.status());
   comm::SetWatchdogTimeout(setup->timeout_s);
-  std::vector<float> weights(draws->snapshot().params().weights().size());
   while (true) {
     std::array<int64_t, kDrawFields> head{};
     world.Recv(std::span<int64_t>(head), trainer, kDrawTag);
@@ -307,7 +306,12 @@ Status ServeRollouts(comm::Group& world, int trainer) {
     CHECK_EQ(head[kCommand], kDraw) << "a rollout command from rank " << trainer;
     std::vector<int32_t> words(static_cast<size_t>(head[kPromptWords]));
     world.Recv(std::span<int32_t>(words), trainer, kDrawTag);
-    world.Recv(std::span<float>(weights), trainer, kDrawTag);
+    // The snapshot's weights, received in place.
+    const Status received = draws->SetSnapshot([&](std::span<float> weights) {
+      world.Recv(weights, trainer, kDrawTag);
+      return Status::Ok();
+    });
+    CHECK(received.ok()) << received.ToString();
     std::vector<std::vector<int32_t>> prompts;
     for (size_t at = 0; at < words.size();) {
       const auto n = static_cast<size_t>(words[at++]);
@@ -317,7 +321,6 @@ Status ServeRollouts(comm::Group& world, int trainer) {
       at += n;
     }
     CHECK_EQ(static_cast<int64_t>(prompts.size()), head[kPrompts]);
-    draws->SetSnapshot(weights);
     draws->Start(std::move(prompts), head[kStep], static_cast<int>(head[kStaleness]));
     Result<Rollouts> r = draws->Wait();
     SendStatus(world, trainer, kReplyTag, r.status());
