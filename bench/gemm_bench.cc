@@ -205,8 +205,9 @@ int RunGemmBench(const GemmBenchOptions& options) {
         const auto decode = fp8_bf16 ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
         // Up to kFp8PackedOnceRows rows (decoding, rollouts) B is packed once
         // outside the timing, as the decoder keeps an FP8 model's weights
-        // (B read as its decoded panels); more rows (training, whose weights
-        // change every step) decode B in each call (B read as its codes).
+        // (B read as its decoded panels, or for a few rows as its codes
+        // streamed); more rows (training, whose weights change every step)
+        // decode B in each call (B read as its codes).
         const bool pack_once = s.m <= kFp8PackedOnceRows;
         const kernels::PackedFp8B packed =
             pack_once ? kernels::PackedFp8B(ctx, f.args, f.a, f.b, decode) : kernels::PackedFp8B();
@@ -219,7 +220,8 @@ int RunGemmBench(const GemmBenchOptions& options) {
               }
             },
             options.min_seconds);
-        const double b_bytes = static_cast<double>(s.k * s.n) * (pack_once ? (fp8_bf16 ? 2 : 4) : 1);
+        const bool panels = pack_once && !packed.Streams(s.m);
+        const double b_bytes = static_cast<double>(s.k * s.n) * (panels ? (fp8_bf16 ? 2 : 4) : 1);
         report_alone(t.median_seconds, fp8_bf16 ? peak.bf16_gflops : peak.f32_gflops, b_bytes);
         continue;
       }

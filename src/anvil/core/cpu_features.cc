@@ -46,6 +46,7 @@ CpuFeatures Detect() {
     f.avx512bw = b & bit_AVX512BW;
     f.avx512vl = b & bit_AVX512VL;
     f.avx512_vnni = c & bit_AVX512VNNI;
+    f.avx512_vbmi = c & bit_AVX512VBMI;
     unsigned a1, b1, c1, d1;
     __cpuid_count(7, 1, a1, b1, c1, d1);
     f.avx512_bf16 = a1 & bit_AVX512BF16;
@@ -95,6 +96,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512dq, "AVX-512DQ");
   add(avx512_bf16, "AVX512_BF16");
   add(avx512_vnni, "AVX512_VNNI");
+  add(avx512_vbmi, "AVX512_VBMI");
   add(avx_vnni, "AVX_VNNI");
   add(avx2, "AVX2");
   add(fma, "FMA");

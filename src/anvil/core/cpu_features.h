@@ -18,6 +18,7 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
+  bool avx512_vbmi = false;  // byte permutes (vpermi2b): GemmFp8's streaming decode
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (the AVX2 tier's integer GEMM)
 
   // "AVX-512F AVX-512BW ... FMA" for --version and `anvil env`.

@@ -15,6 +15,9 @@
 #include "anvil/kernels/quant.h"
 
 namespace anvil::kernels {
+namespace gemm_internal {
+struct Fp8Problem;  // cpu/gemm_internal.h
+}  // namespace gemm_internal
 
 // Whether an operand is used as stored (kN) or transposed (kT).
 enum class Trans : uint8_t { kN, kT };
@@ -155,18 +158,24 @@ int64_t GemmFp8KBlock(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
 // `decode` format and A operands scaled as `a_like` is (its scaling, block and
 // so the K block of the order; its data is not read). GemmFp8 with it gives
 // the bits of GemmFp8 on the original operands without decoding all of B in
-// every call. Nothing of the original is kept: pack again after it changes.
+// every call (for a few rows on AVX-512 with AVX512_VBMI, from codes laid
+// out to be streamed once and decoded in registers: the same bits). Nothing
+// of the original is kept: pack again after it changes.
 class PackedFp8B {
  public:
+  // Whether calls of a few rows stream B's codes (where the CPU can): kAuto
+  // where the decoded panels would not stay in the L2 caches (there the
+  // panels are faster), kAlways wherever the CPU can, kNever.
+  enum class Streaming : uint8_t { kAuto, kAlways, kNever };
   PackedFp8B() = default;
   // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).
   PackedFp8B(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,
-             const Fp8Operand& b, Fp8Decode decode) {
-    Pack(ctx, args, a_like, b, decode);
+             const Fp8Operand& b, Fp8Decode decode, Streaming streaming = Streaming::kAuto) {
+    Pack(ctx, args, a_like, b, decode, streaming);
   }
   // Packs anew (the storage is kept where the sizes stay).
   void Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,
-            const Fp8Operand& b, Fp8Decode decode);
+            const Fp8Operand& b, Fp8Decode decode, Streaming streaming = Streaming::kAuto);
   PackedFp8B(PackedFp8B&&) = default;  // b_ points into the moved vectors' storage
   PackedFp8B& operator=(PackedFp8B&&) = default;
   PackedFp8B(const PackedFp8B&) = delete;
@@ -175,18 +184,29 @@ class PackedFp8B {
   Trans trans_b() const { return args_.trans_b; }
   // The copy and the decoded panels.
   int64_t bytes() const;
+  // Whether calls of m rows stream B's codes (else they read the panels).
+  bool Streams(int64_t m) const;
 
  private:
   friend void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a,
                       const PackedFp8B& b, float* c);
+  // The stream layout where this B and the tier allow it (else nothing).
+  void LayOutStream(const gemm_internal::Fp8Problem& f, Streaming streaming);
   GemmArgs args_{};  // k, n, trans_b of B; ldb tight (the copy's)
   Fp8Operand a_like_{}, b_{};  // b_: the copy below
   Fp8Decode decode_ = Fp8Decode::kBf16;
   Isa tier_ = Isa::kScalar;
-  std::vector<uint8_t> codes_;
+  std::vector<uint8_t> codes_;  // the scalar tier's (it reads them); empty on the others
   std::vector<float> scales_;
   std::vector<uint8_t> e8m0_;
-  AlignedBuffer packed_;  // empty on the scalar tier, which reads the codes
+  AlignedBuffer packed_;  // the SIMD tiers' decoded panels
+  // For calls of a few rows on AVX-512 with AVX512_VBMI, B laid out to be
+  // streamed and decoded in registers, a byte a weight (empty elsewhere;
+  // the layout is gemm_internal::Fp8StreamB's).
+  AlignedBuffer stream_codes_;
+  std::vector<uint16_t> stream_words_;
+  std::vector<uint8_t> stream_e8m0_;
+  AlignedBuffer stream_factors_;  // f32
 };
 
 // C (+)= A · B as GemmFp8 with B packed (args' k, n, trans_b must be the

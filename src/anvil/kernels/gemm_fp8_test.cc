@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "anvil/core/cpu_features.h"
 #include "anvil/kernels/gemm.h"
 #include "anvil/kernels/quant.h"
 #include "anvil/kernels/ref/gemm_fp8_ref.h"
@@ -161,7 +163,13 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
           copy.op.data = copy.codes.data();
           if (!copy.scales.empty()) copy.op.scales = copy.scales.data();
           if (!copy.e8m0.empty()) copy.op.e8m0 = copy.e8m0.data();
-          const PackedFp8B packed(Ctx(isa, 1), args, a.op, copy.op, decode);
+          const PackedFp8B packed(Ctx(isa, 1), args, a.op, copy.op, decode,
+                                  PackedFp8B::Streaming::kAlways);
+          // Decode rows stream B's codes where the CPU can (so the check
+          // above covers that path), the panels elsewhere.
+          const bool streams = isa == Isa::kAvx512 && GetCpuFeatures().avx512_vbmi && m <= 8 &&
+                               (decode == Fp8Decode::kF32 || GetCpuFeatures().avx512_bf16);
+          EXPECT_EQ(packed.Streams(m), streams) << where;
           std::fill(copy.codes.begin(), copy.codes.end(), uint8_t{0x7F});  // E4M3 NaN
           std::fill(copy.scales.begin(), copy.scales.end(), NAN);
           std::fill(copy.e8m0.begin(), copy.e8m0.end(), uint8_t{0xFF});
@@ -209,6 +217,55 @@ TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
     Check(cs, 1, 70, 300);    // a decode row
     Check(cs, 5, 33, 128);    // one K block
     Check(cs, 64, 256, 640);  // several full tiles and blocks
+    // Decode rows from B packed once (AVX-512 with VBMI streams it): odd K
+    // (a half k-pair at its end), several strips a thread, up to 8 rows.
+    Check(cs, 2, 300, 301);
+    Check(cs, 8, 130, 257);
+  }
+}
+
+// A B with a NaN code (a weight gone bad) is left to the decoded panels
+// (the streaming decode's words cannot hold NaN's f32 bits): packed once,
+// still GemmFp8's bits, NaN's included.
+TEST(GemmFp8, PackedBWithNanCode) {
+  const int64_t m = 2, n = 40, k = 130;
+  const std::vector<float> xa = Data(m, k, 5), xb = Data(n, k, 6);
+  const Quantized a = Quantize(xa, m, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
+  Quantized b = Quantize(xb, n, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
+  b.codes[7 * k + 3] = 0xFF;  // E4M3 NaN: column 7 of C is NaN
+  const GemmArgs args{.m = m, .n = n, .k = k, .trans_b = Trans::kT};
+  for (const Isa isa : SupportedIsas())
+    for (const Fp8Decode decode : {Fp8Decode::kBf16, Fp8Decode::kF32}) {
+      std::vector<float> want(m * n), got(m * n);
+      GemmFp8(Ctx(isa, 1), args, a.op, b.op, want.data(), decode);
+      const PackedFp8B packed(Ctx(isa, 1), args, a.op, b.op, decode,
+                              PackedFp8B::Streaming::kAlways);
+      EXPECT_FALSE(packed.Streams(m));
+      GemmFp8(Ctx(isa, 1), args, a.op, packed, got.data());
+      EXPECT_TRUE(std::isnan(got[7]));
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
+          << IsaName(isa) << (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
+    }
+}
+
+// By default a B streams only where its decoded panels outgrow the L2
+// caches (4 MiB), and never when asked not to.
+TEST(GemmFp8, PackedBStreamsWhenLarge) {
+  if (!IsaSupported(Isa::kAvx512) || !GetCpuFeatures().avx512_vbmi) {
+    GTEST_SKIP() << "no AVX-512 with VBMI on this CPU";
+  }
+  const int64_t k = 1024;
+  for (const int64_t n : {int64_t{256}, int64_t{1280}}) {  // f32 panels: 1 MiB, 5 MiB
+    const std::vector<float> xb = Data(n, k, 7);
+    const Quantized b =
+        Quantize(xb, n, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
+    Fp8Operand a_like{.scaling = Fp8Scaling::kTensor};
+    const GemmArgs args{.n = n, .k = k, .trans_b = Trans::kT};
+    const KernelCtx& ctx = Ctx(Isa::kAvx512, 1);
+    EXPECT_EQ(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32).Streams(1), n > 1024) << n;
+    EXPECT_FALSE(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32,
+                            PackedFp8B::Streaming::kNever)
+                     .Streams(1));
   }
 }
 

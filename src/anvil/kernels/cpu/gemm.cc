@@ -4,10 +4,13 @@
 #include "anvil/kernels/gemm.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "anvil/core/check.h"
 #include "anvil/core/convert.h"
+#include "anvil/kernels/cpu/gemm_fp8.h"
 #include "anvil/kernels/cpu/gemm_internal.h"
 #include "anvil/profile/trace.h"
 
@@ -184,7 +187,8 @@ void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b, bool 
 
 // GemmFp8's operands as the driver and packers see them, on `isa`.
 gemm_internal::Fp8Problem Fp8ProblemOf(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
-                                       Fp8Decode decode) {
+                                       Fp8Decode decode,
+                                       const gemm_internal::Fp8StreamB* stream_b = nullptr) {
   const bool as_bf16 = decode == Fp8Decode::kBf16;
   gemm_internal::Fp8Problem f{};
   f.a = a;
@@ -198,13 +202,15 @@ gemm_internal::Fp8Problem Fp8ProblemOf(Isa isa, const Fp8Operand& a, const Fp8Op
   CHECK_LE(f.kblock, GemmKBlock(isa, as_bf16))
       << "GemmFp8: scale blocks longer than this tier's K block";
   f.block_scaled = a.scaling != Fp8Scaling::kMx || b.scaling != Fp8Scaling::kMx;
+  f.stream_b = stream_b;
   return f;
 }
 
 void RunFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
-            bool bf16_out, void* c, Fp8Decode decode, const uint32_t* packed_b = nullptr) {
+            bool bf16_out, void* c, Fp8Decode decode, const uint32_t* packed_b = nullptr,
+            const gemm_internal::Fp8StreamB* stream_b = nullptr) {
   CheckFp8(args, a, b);
-  const gemm_internal::Fp8Problem f = Fp8ProblemOf(ctx.isa(), a, b, decode);
+  const gemm_internal::Fp8Problem f = Fp8ProblemOf(ctx.isa(), a, b, decode, stream_b);
   Run(ctx, args, /*bf16_in=*/f.decode_bf16, bf16_out, a.data, b.data, c, &f, packed_b);
 }
 
@@ -296,7 +302,7 @@ void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const Pack
 }
 
 void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,
-                      const Fp8Operand& b, Fp8Decode decode) {
+                      const Fp8Operand& b, Fp8Decode decode, Streaming streaming) {
   CHECK(args.k > 0 && args.n > 0 && b.data != nullptr) << "PackedFp8B: an empty or null B";
   args_ = {.n = args.n, .k = args.k, .trans_b = args.trans_b};
   CheckFp8(args_, a_like, b, /*a_data=*/false);
@@ -340,6 +346,7 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   tier_ = TierFor(ctx.isa(), f.decode_bf16);
   if (tier_ == Isa::kScalar) {  // reads the codes
     packed_ = AlignedBuffer();
+    stream_codes_ = AlignedBuffer();
     return;
   }
   Problem p = Normalize(args_, f.decode_bf16, false, nullptr, codes_.data(), nullptr);
@@ -351,11 +358,96 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
       static_cast<size_t>(gemm_internal::PackedBWords(p, bl, f.kblock, pairs)) * 4;
   if (packed_.size() != bytes) packed_ = AlignedBuffer(bytes);
   PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
+  LayOutStream(f, streaming);
+  // The calls read the panels or the stream, never the codes: B's data only
+  // has to be non-null for the argument checks.
+  codes_ = std::vector<uint8_t>();
+  b_.data = reinterpret_cast<const uint8_t*>(packed_.data());
+}
+
+void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming streaming) {
+  using gemm_internal::Fp8StreamB;
+  stream_codes_ = AlignedBuffer();
+  stream_words_.clear();
+  stream_e8m0_.clear();
+  stream_factors_ = AlignedBuffer();
+  const int64_t n = args_.n, k = args_.k;
+  const bool mx = b_.scaling == Fp8Scaling::kMx;
+  // The streaming path's conditions (gemm_avx512_fp8_decode.cc): panels past
+  // the L2 caches, its tier and byte permutes, K blocks (and MX blocks) of
+  // whole k-pairs, A's rows and factors within the least scratch.
+  const bool small = static_cast<int64_t>(packed_.size()) <= gemm_internal::kFp8StreamMinPanelBytes;
+  if (streaming == Streaming::kNever || (streaming == Streaming::kAuto && small) ||
+      tier_ != Isa::kAvx512 || !GetCpuFeatures().avx512_vbmi || f.kblock % 2 != 0 ||
+      f.kblock < gemm_internal::kFp8StreamMinBlock || (mx && b_.block % 2 != 0) ||
+      k > gemm_internal::kFp8StreamMaxK) {
+    return;
+  }
+  // A code's word is its value's bf16 bits, or the high half of its f32 bits
+  // (the low half is zero but for NaN's), and a negative code's word is its
+  // magnitude's with the sign bit: for every code but NaN. A B with a NaN
+  // code (a weight gone bad) is left to the panels.
+  bool nan[256];
+  for (int q = 0; q < 256; ++q) nan[q] = std::isnan(f.value_b[q]);
+  for (const uint8_t q : codes_) {
+    if (nan[q]) return;
+  }
+  stream_words_.resize(256);
+  for (int q = 0; q < 256; ++q) {
+    const uint32_t bits = std::bit_cast<uint32_t>(f.value_b[q]);
+    stream_words_[q] = f.decode_bf16 ? f.bf16_b[q] : static_cast<uint16_t>(bits >> 16);
+    CHECK(nan[q] || (bits & 0xFFFFu) == 0) << "an FP8 value with more than bf16's mantissa";
+  }
+  for (int q = 128; q < 256; ++q) {
+    CHECK(nan[q] || stream_words_[q] == (stream_words_[q - 128] | 0x8000u))
+        << "an FP8 format whose negative codes are not their magnitudes' with the sign bit";
+  }
+  constexpr int64_t kStrip = Fp8StreamB::kStripCols;
+  const int64_t strips = (n + kStrip - 1) / kStrip, lines = (k + 1) / 2, n_pad = strips * kStrip;
+  stream_codes_ = AlignedBuffer(static_cast<size_t>(strips * lines * 64));
+  auto* out = reinterpret_cast<uint8_t*>(stream_codes_.data());
+  std::memset(out, 0, stream_codes_.size());
+  const bool trans = args_.trans_b == Trans::kT;  // the copy: [n, k], else [k, n]
+  for (int64_t j = 0; j < n; ++j) {
+    uint8_t* strip = out + (j / kStrip) * lines * 64;
+    const int64_t c = j % kStrip;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      strip[(kk / 2) * 64 + gemm_internal::StreamBytePos(c, kk % 2)] =
+          trans ? codes_[j * k + kk] : codes_[kk * n + j];
+    }
+  }
+  // Column j's entry for a block kb, strip-major.
+  auto at = [&](int64_t j, int64_t kb, int64_t blocks) {
+    return ((j / kStrip) * blocks + kb) * kStrip + j % kStrip;
+  };
+  if (mx) {  // stored [n, k / block] (trans_b)
+    const int64_t blocks = (k + b_.block - 1) / b_.block;
+    stream_e8m0_.assign(blocks * n_pad, 0);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t kb = 0; kb < blocks; ++kb) {
+        stream_e8m0_[at(j, kb, blocks)] = e8m0_[j * blocks + kb];
+      }
+    }
+  }
+  if (f.block_scaled) {
+    const int64_t blocks = (k + f.kblock - 1) / f.kblock;
+    stream_factors_ = AlignedBuffer(static_cast<size_t>(blocks * n_pad) * sizeof(float));
+    auto* factors = reinterpret_cast<float*>(stream_factors_.data());
+    std::fill(factors, factors + blocks * n_pad, 0.0f);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t kb = 0; kb < blocks; ++kb)
+        factors[at(j, kb, blocks)] = gemm_internal::Fp8Pack<void>::Factor(b_, !trans, j, kb, n, k);
+  }
 }
 
 int64_t PackedFp8B::bytes() const {
   return static_cast<int64_t>(codes_.size() + scales_.size() * sizeof(float) + e8m0_.size() +
-                              packed_.size());
+                              packed_.size() + stream_codes_.size() + stream_e8m0_.size() +
+                              stream_words_.size() * 2 + stream_factors_.size());
+}
+
+bool PackedFp8B::Streams(int64_t m) const {
+  return stream_codes_.size() != 0 && m <= gemm_internal::kDecodeChunkRows;
 }
 
 void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const PackedFp8B& b,
@@ -372,7 +464,15 @@ void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, co
   g.ldb = 0;  // the copy's
   const auto* words =
       b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
-  RunFp8(ctx, g, a, b.b_, false, c, b.decode_, words);
+  gemm_internal::Fp8StreamB stream{};
+  if (b.stream_codes_.size() != 0) {
+    stream.codes = reinterpret_cast<const uint8_t*>(b.stream_codes_.data());
+    stream.words = b.stream_words_.data();
+    stream.e8m0 = b.stream_e8m0_.data();
+    stream.factors = reinterpret_cast<const float*>(b.stream_factors_.data());
+  }
+  RunFp8(ctx, g, a, b.b_, false, c, b.decode_, words,
+         stream.codes != nullptr ? &stream : nullptr);
 }
 
 int GemmKBlock(Isa isa, bool bf16_inputs) {
@@ -382,7 +482,11 @@ int GemmKBlock(Isa isa, bool bf16_inputs) {
 namespace gemm_internal {
 
 bool StreamsB(const Problem& p, const Blocking& bl) {
-  if (p.fp8 != nullptr || p.packed_b != nullptr || p.trans_b || bl.decode_max_m == 0 ||
+  if (p.fp8 != nullptr) {  // only from B laid out for it (PackedFp8B), one pass of rows
+    return p.fp8->stream_b != nullptr && p.packed_b == nullptr && !p.bf16_out &&
+           bl.decode_max_m > 0 && p.m <= kDecodeChunkRows;
+  }
+  if (p.packed_b != nullptr || p.trans_b || bl.decode_max_m == 0 ||
       p.m > bl.decode_max_m) {
     return false;
   }

@@ -184,7 +184,9 @@ void PackWholeBAvx512(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
 
 void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   if (p.fp8 != nullptr) {
-    if (p.fp8->decode_bf16) {
+    if (StreamsB(p, kAvx512F32)) {
+      avx512::DecodeFp8Region(p, r, scratch);
+    } else if (p.fp8->decode_bf16) {
       Driver<avx512::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
     } else {
       Driver<avx512::Tier>::Run<Fp8Codes<false>>(p, r, scratch, scratch_bytes);

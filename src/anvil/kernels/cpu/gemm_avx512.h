@@ -49,5 +49,8 @@ bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf1
 // The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
 // uses 24 KiB of scratch.
 void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);
+// GemmFp8's streaming path from B laid out for it (p.fp8->stream_b; needs
+// AVX512_VBMI; gemm_avx512_fp8_decode.cc); A's rows decoded into scratch.
+void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch);
 
 }  // namespace anvil::kernels::gemm_internal::avx512

@@ -10,6 +10,36 @@
 
 namespace anvil::kernels::gemm_internal {
 
+// An FP8 B laid out for the streaming (decode) path, which reads its codes
+// once and decodes them in registers (PackedFp8B builds it on AVX-512 with
+// AVX512_VBMI; gemm_avx512_fp8_decode.cc reads it):
+//   codes:   strips of kStripCols columns; strip s holds ceil(k / 2) lines of
+//            64 bytes, line r the codes of rows (2r, 2r + 1) of its columns,
+//            column c (of the strip) at byte StreamBytePos(c, h) (h: 0 for
+//            row 2r, 1 for 2r + 1), so that the AVX-512 byte unpacks give
+//            each column's (2r, 2r + 1) pair as one 32-bit word, columns in
+//            order; past k or n, code 0 (+0 in both formats).
+//   words:   [256] the decoded word of each code: bf16 bits (bf16 decode) or
+//            the high half of the f32 value (f32 decode; the low half is zero
+//            for every FP8 value but NaN). B has no NaN code, and a negative
+//            code's word is its magnitude's with the sign bit.
+//   e8m0:    kMx: per strip, per MX block along K, its columns' scale bytes
+//            ([strips][ceil(k / block)][kStripCols]).
+//   factors: block scaling: per strip, per K block, its columns' factors
+//            (Fp8Pack::Factor's; [strips][ceil(k / kblock)][kStripCols], 64-byte aligned).
+// Strip-major throughout, so that a strip's bytes are read in order.
+struct Fp8StreamB {
+  static constexpr int64_t kStripCols = 32;
+  const uint8_t* codes;
+  const uint16_t* words;
+  const uint8_t* e8m0;
+  const float* factors;
+};
+// The byte of column c (< kStripCols), row half h, within a line.
+constexpr int64_t StreamBytePos(int64_t c, int64_t h) {
+  return c < 16 ? 16 * (c / 4) + 2 * (c % 4) + h : 16 * ((c - 16) / 4) + 8 + 2 * (c % 4) + h;
+}
+
 // GemmFp8's operands with what the packers and the block epilogue need: each
 // format's 256 decoded values, and the K block of the summation order.
 struct Fp8Problem {
@@ -21,6 +51,7 @@ struct Fp8Problem {
   int64_t kblock;     // K block S (gemm.h)
   bool decode_bf16;   // Fp8Decode::kBf16
   bool block_scaled;  // scales applied per block (kTensor, kRowBlocks, kTiles on either side)
+  const Fp8StreamB* stream_b;  // B laid out for the streaming path, or null
 };
 
 // The driver's element type for FP8 operands (Problem::fp8 says what they
@@ -98,6 +129,17 @@ inline constexpr Blocking kScalar{1, 64, 256, 0};
 // and at 2 MiB (32 x 1024 x 512 f32) 205 -> 188, single runs).
 inline constexpr int64_t kDecodeChunkRows = 8;
 inline constexpr int64_t kChunkedDecodeMaxBBytes = int64_t{3} << 19;  // 1.5 MiB
+// GemmFp8's streaming path decodes its (at most kDecodeChunkRows) rows of A
+// into scratch first: K up to this many keeps them, as f32, and their block
+// factors (blocks of >= kFp8StreamMinBlock) within kMinScratchBytes.
+inline constexpr int64_t kFp8StreamMaxK = 16384;
+inline constexpr int64_t kFp8StreamMinBlock = 32;
+// A B whose decoded panels fit the threads' L2 caches is read faster as
+// panels than streamed and decoded again (Xeon host, 2 threads, 768 x 768,
+// f32 panels of 2.25 MiB: 1-8 rows 85-266 GFLOP/s against 85-214, MXFP8
+// 85-301 against 62-136); from 3072 x 768 (9 MiB) streaming wins at 1-4
+// rows (91 / 206 against 26 / 108) and from DRAM at every row count.
+inline constexpr int64_t kFp8StreamMinPanelBytes = int64_t{4} << 20;
 
 // Whether `p` takes the streaming path on a tier with blocking `bl`.
 // (Defined in gemm.cc, the baseline unit: no inline functions here.)

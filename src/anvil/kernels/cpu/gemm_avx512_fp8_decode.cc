@@ -1,0 +1,344 @@
+// AVX-512 streaming path of GemmFp8 for small M (decode), from B laid out
+// once for it (Fp8StreamB, gemm_internal.h): every code is read once, one
+// byte a weight, and decoded in registers. A line of 64 codes (32 columns x
+// a k-pair) goes through two AVX512_VBMI byte permutes of the word table
+// (low and high bytes of the codes' magnitudes; the sign bit goes straight
+// into the high byte) and two byte unpacks, which leave each column's
+// (2r, 2r + 1) pair as one 32-bit word, columns in order.
+//
+// Bitwise equal to the packed path (gemm_driver.h with gemm_fp8.h's
+// packing): per K block, each C lane runs the same instruction over the same
+// k in the same order from zero (vfmadd231ps per k on f32 values, or
+// vdpbf16ps per k-pair on bf16 pairs), on B's values decoded and MX-scaled
+// as the packer decodes them (f32 product; bf16: rounded to nearest even,
+// NaN to 0x7FFF, an odd K's last half zero) and A's decoded the same way;
+// each block then goes into C as the driver puts it there: C (+)= P for
+// MX x MX, else fma(P, sa * sb, C) (the first block without accumulate:
+// P * (sa * sb)).
+//
+// A strip's codes are contiguous over all K, so each thread streams long
+// sequential runs, and a K block's sums stay in registers.
+// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstring>
+
+#include "anvil/kernels/cpu/gemm_avx512.h"
+#include "anvil/kernels/cpu/gemm_fp8.h"
+
+namespace anvil::kernels::gemm_internal::avx512 {
+namespace {
+
+// gemm_fp8.h's scalar helpers (Value, Bf16, Pow2, Factor); its Pack is not used.
+using Fp8 = Fp8Pack<void>;
+constexpr int64_t kStrip = Fp8StreamB::kStripCols;
+static_assert(kStrip == 32, "a line is 64 codes: 32 columns x a k-pair");
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+__mmask16 Mask16(int64_t n) {
+  return n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// The word table's codes 0-127 as byte tables for vpermi2b (low bytes in
+// lo, high bytes in hi); codes 128-255 are their negatives, the sign bit of
+// the high byte (Fp8StreamB: B has no NaN code).
+struct Tables {
+  __m512i lo[2], hi[2];
+};
+Tables LoadTables(const uint16_t* words) {
+  alignas(64) uint8_t lo[128], hi[128];
+  for (int q = 0; q < 128; ++q) {
+    lo[q] = static_cast<uint8_t>(words[q] & 0xFF);
+    hi[q] = static_cast<uint8_t>(words[q] >> 8);
+  }
+  Tables t;
+  for (int i = 0; i < 2; ++i) {
+    t.lo[i] = _mm512_load_si512(lo + 64 * i);
+    t.hi[i] = _mm512_load_si512(hi + 64 * i);
+  }
+  return t;
+}
+
+// One line's 64 codes -> w0 (columns 0-15), w1 (16-31): per column the word
+// pair of rows (2r, 2r + 1), the even row low.
+[[gnu::always_inline]] inline void DecodeLine(const uint8_t* line, const Tables& t, __m512i& w0,
+                                              __m512i& w1) {
+  const __m512i x = _mm512_load_si512(line);
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo[0], x, t.lo[1]);  // index: the low 7 bits
+  // hi | (x & 0x80): the code's sign into the high byte.
+  const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi[0], x, t.hi[1]), x,
+                                               _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  w0 = _mm512_unpacklo_epi8(lo, hi);
+  w1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+__m512 EvenRow(__m512i w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
+__m512 OddRow(__m512i w) {
+  return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// Fp8Pack::Pow2 of 16 E8M0 codes.
+__m512 Pow2(const uint8_t* e8m0) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e8m0)));
+  __m512i bits = _mm512_slli_epi32(e, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                               _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xFF)),
+                               _mm512_set1_epi32(0x7FC00000));
+  return _mm512_castsi512_ps(bits);
+}
+
+// Fp8Pack::Bf16 in the low half of each lane (the high half zero).
+__m512i Bf16Bits(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FFF));
+}
+
+// A bf16 pair word times its column's MX factor, as the packer encodes it
+// (each half Bf16(value * factor); without the odd row, that half zero).
+template <bool kHasOdd>
+__m512i ScalePair(__m512i w, __m512 factor) {
+  const __m512i even = Bf16Bits(_mm512_mul_ps(EvenRow(w), factor));
+  if constexpr (!kHasOdd) return even;
+  const __m512i odd = Bf16Bits(_mm512_mul_ps(OddRow(w), factor));
+  return _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+}
+
+// Lines a strip is read ahead of its use (4 KiB), into L1: with it, 1 and 8
+// rows x 32768 x 4096 (128 MiB of codes) ran at 65-70 and 170-180 GFLOP/s
+// instead of 47 and 113 (the hardware prefetcher alone; 16-160 lines tried).
+constexpr int64_t kPrefetchLines = 64;
+
+// One call's operands as the strips read them.
+struct Job {
+  const Fp8StreamB* b;
+  int64_t m, n, k, lines;  // lines = ceil(k / 2)
+  int64_t kblock, kblocks;
+  int64_t mx_block, mx_blocks;  // B's MX block and their count along K (kMx), else 0
+  bool scaled, accumulate;
+  const float* a_f32;       // f32 decode: A's values [m][k]
+  const uint32_t* a_pairs;  // bf16 decode: A's bf16 pairs [m][lines]
+  const float* sa;          // block scaling: A's factors [m][kblocks]
+  float* c;
+  int64_t ldc;
+};
+
+// Line r of NS strips into the sums (kHasOdd: row 2r + 1 < k).
+template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
+[[gnu::always_inline]] inline void Line(const Job& j, const Tables& t, const uint8_t* const* strip,
+                                        int64_t r, const __m512 (&factor)[NS][2],
+                                        __m512 (&acc)[M][NS][2]) {
+#pragma GCC unroll 4
+  for (int s = 0; s < NS; ++s) {
+    __m512i w[2];
+    _mm_prefetch(reinterpret_cast<const char*>(strip[s] + (r + kPrefetchLines) * 64), _MM_HINT_T0);
+    DecodeLine(strip[s] + r * 64, t, w[0], w[1]);
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      if constexpr (kBf16) {
+        __m512i pair = w[v];
+        if constexpr (kMx) pair = ScalePair<kHasOdd>(pair, factor[s][v]);
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          const __m512i a = _mm512_set1_epi32(static_cast<int>(j.a_pairs[i * j.lines + r]));
+          acc[i][s][v] = _mm512_dpbf16_ps(acc[i][s][v], (__m512bh)a, (__m512bh)pair);
+        }
+      } else {
+        __m512 even = EvenRow(w[v]), odd = OddRow(w[v]);
+        if constexpr (kMx) {
+          even = _mm512_mul_ps(even, factor[s][v]);
+          odd = _mm512_mul_ps(odd, factor[s][v]);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          const float* a = j.a_f32 + i * j.k + 2 * r;
+          acc[i][s][v] = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), even, acc[i][s][v]);
+          if constexpr (kHasOdd) {
+            acc[i][s][v] = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), odd, acc[i][s][v]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Strips [s0, s0 + NS) over all K into C.
+template <int M, int NS, bool kBf16, bool kMx>
+void Strips(const Job& j, const Tables& t, int64_t s0) {
+  const uint8_t* strip[NS];
+  for (int s = 0; s < NS; ++s) strip[s] = j.b->codes + (s0 + s) * j.lines * 64;
+  alignas(64) float run[M][NS][kStrip];  // C's running sums
+  __m512 factor[NS][2];                  // kMx: B's factors of the current MX block
+  for (int64_t kb = 0; kb < j.kblocks; ++kb) {
+    const int64_t k0 = kb * j.kblock, k1 = Min(k0 + j.kblock, j.k);
+    // The sums live in registers: every loop over them is unrolled.
+    __m512 acc[M][NS][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 4
+      for (int s = 0; s < NS; ++s) acc[i][s][0] = acc[i][s][1] = _mm512_setzero_ps();
+    }
+    // Lines [k0 / 2, k1 / 2) are whole pairs (k0 even); an odd k1 (K's end)
+    // leaves a half line. kMx: in runs of one MX block, each with its factors.
+    for (int64_t r = k0 / 2; r < (k1 + 1) / 2;) {
+      int64_t stop = (k1 + 1) / 2;
+      if constexpr (kMx) {
+        const int64_t mb = 2 * r / j.mx_block;
+        for (int s = 0; s < NS; ++s) {
+          const uint8_t* e = j.b->e8m0 + ((s0 + s) * j.mx_blocks + mb) * kStrip;
+          factor[s][0] = Pow2(e);
+          factor[s][1] = Pow2(e + 16);
+        }
+        stop = Min(stop, (mb + 1) * j.mx_block / 2);
+      }
+      for (const int64_t full = Min(stop, k1 / 2); r < full; ++r) {
+        Line<M, NS, kBf16, kMx, true>(j, t, strip, r, factor, acc);
+      }
+      if (r < stop) Line<M, NS, kBf16, kMx, false>(j, t, strip, r++, factor, acc);
+    }
+    // The block into C's running sums, as the driver puts a block's tile into C.
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 4
+      for (int s = 0; s < NS; ++s) {
+#pragma GCC unroll 2
+        for (int v = 0; v < 2; ++v) {
+          const int64_t col = (s0 + s) * kStrip + 16 * v;
+          float* rs = &run[i][s][16 * v];
+          const __m512 p = acc[i][s][v];
+          const bool first = kb == 0;
+          __m512 prev = first ? _mm512_maskz_loadu_ps(Mask16(j.n - col), j.c + i * j.ldc + col)
+                              : _mm512_load_ps(rs);
+          __m512 x;
+          if (j.scaled) {
+            const float* sb = j.b->factors + ((s0 + s) * j.kblocks + kb) * kStrip + 16 * v;
+            const __m512 sab =
+                _mm512_mul_ps(_mm512_set1_ps(j.sa[i * j.kblocks + kb]), _mm512_load_ps(sb));
+            x = first && !j.accumulate ? _mm512_mul_ps(p, sab) : _mm512_fmadd_ps(p, sab, prev);
+          } else {
+            x = first && !j.accumulate ? p : _mm512_add_ps(prev, p);
+          }
+          _mm512_store_ps(rs, x);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int s = 0; s < NS; ++s) {
+      for (int v = 0; v < 2; ++v) {
+        const int64_t col = (s0 + s) * kStrip + 16 * v;
+        _mm512_mask_storeu_ps(j.c + i * j.ldc + col, Mask16(j.n - col),
+                              _mm512_load_ps(&run[i][s][16 * v]));
+      }
+    }
+  }
+}
+
+// Strips [s0, s1): NS at a time where M leaves registers for it (the
+// sums, M x 2 x NS, with the 8 table registers), then one at a time.
+template <int M, bool kBf16, bool kMx>
+void Columns(const Job& j, const Tables& t, int64_t s0, int64_t s1) {
+  constexpr int kNs = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  int64_t s = s0;
+  for (; s + kNs <= s1; s += kNs) Strips<M, kNs, kBf16, kMx>(j, t, s);
+  for (; s < s1; ++s) Strips<M, 1, kBf16, kMx>(j, t, s);
+}
+
+template <int M>
+void Columns(const Job& j, const Tables& t, bool bf16, int64_t s0, int64_t s1) {
+  const bool mx = j.mx_block > 0;
+  if (bf16) {
+    mx ? Columns<M, true, true>(j, t, s0, s1) : Columns<M, true, false>(j, t, s0, s1);
+  } else {
+    mx ? Columns<M, false, true>(j, t, s0, s1) : Columns<M, false, false>(j, t, s0, s1);
+  }
+}
+
+}  // namespace
+
+void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch) {
+  const Fp8Problem& f = *p.fp8;
+  Job j{};
+  j.b = f.stream_b;
+  j.m = p.m;
+  j.n = p.n;
+  j.k = p.k;
+  j.lines = (p.k + 1) / 2;
+  j.kblock = f.kblock;
+  j.kblocks = (p.k + f.kblock - 1) / f.kblock;
+  if (f.b.scaling == Fp8Scaling::kMx) {
+    j.mx_block = f.b.block;
+    j.mx_blocks = (p.k + f.b.block - 1) / f.b.block;
+  }
+  j.scaled = f.block_scaled;
+  j.accumulate = p.accumulate;
+  j.c = static_cast<float*>(p.c);
+  j.ldc = p.ldc;
+  // A's rows decoded as the packer decodes them (MX factors folded in), and
+  // their block factors.
+  const Fp8Operand& a = f.a;
+  const auto* codes = static_cast<const uint8_t*>(p.a);
+  auto* at = reinterpret_cast<float*>(scratch);
+  if (f.decode_bf16) {
+    auto* pairs = reinterpret_cast<uint32_t*>(at);
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t k = 0; k < p.k; ++k) {
+        const uint8_t q = codes[i * p.lda + k];
+        const uint32_t bits = a.scaling == Fp8Scaling::kMx
+                                  ? Fp8::Bf16(Fp8::Value(a, f.value_a, q, i, k, p.k))
+                                  : f.bf16_a[q];
+        uint32_t& w = pairs[i * j.lines + k / 2];
+        w = k % 2 == 0 ? bits : (w | bits << 16);
+      }
+    }
+    j.a_pairs = pairs;
+    at += p.m * j.lines;
+  } else {
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t k = 0; k < p.k; ++k) {
+        at[i * p.k + k] = Fp8::Value(a, f.value_a, codes[i * p.lda + k], i, k, p.k);
+      }
+    }
+    j.a_f32 = at;
+    at += p.m * p.k;
+  }
+  if (j.scaled) {
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t kb = 0; kb < j.kblocks; ++kb)
+        at[i * j.kblocks + kb] = Fp8::Factor(a, false, i, kb, p.m, p.k);
+    j.sa = at;
+  }
+  const Tables t = LoadTables(j.b->words);
+  const int64_t s0 = r.n0 / kStrip, s1 = (r.n1 + kStrip - 1) / kStrip;
+  switch (p.m) {
+    case 1:
+      return Columns<1>(j, t, f.decode_bf16, s0, s1);
+    case 2:
+      return Columns<2>(j, t, f.decode_bf16, s0, s1);
+    case 3:
+      return Columns<3>(j, t, f.decode_bf16, s0, s1);
+    case 4:
+      return Columns<4>(j, t, f.decode_bf16, s0, s1);
+    case 5:
+      return Columns<5>(j, t, f.decode_bf16, s0, s1);
+    case 6:
+      return Columns<6>(j, t, f.decode_bf16, s0, s1);
+    case 7:
+      return Columns<7>(j, t, f.decode_bf16, s0, s1);
+    case 8:
+      return Columns<8>(j, t, f.decode_bf16, s0, s1);
+    default:
+      __builtin_trap();  // StreamsB sends only M <= kDecodeChunkRows
+  }
+}
+
+}  // namespace anvil::kernels::gemm_internal::avx512
