@@ -165,10 +165,14 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
           if (!copy.e8m0.empty()) copy.op.e8m0 = copy.e8m0.data();
           const PackedFp8B packed(Ctx(isa, 1), args, a.op, copy.op, decode,
                                   PackedFp8B::Streaming::kAlways);
-          // Decode rows stream B's codes where the CPU can (so the check
+          // Decode rows stream B's codes where the tier can (so the check
           // above covers that path), the panels elsewhere.
-          const bool streams = isa == Isa::kAvx512 && GetCpuFeatures().avx512_vbmi && m <= 8 &&
-                               (decode == Fp8Decode::kF32 || GetCpuFeatures().avx512_bf16);
+          const CpuFeatures& cpu = GetCpuFeatures();
+          const Isa tier = isa == Isa::kAvx512 && decode == Fp8Decode::kBf16 && !cpu.avx512_bf16
+                               ? Isa::kAvx2
+                               : isa;
+          const bool streams =
+              m <= 8 && (tier == Isa::kAvx2 || (tier == Isa::kAvx512 && cpu.avx512_vbmi));
           EXPECT_EQ(packed.Streams(m), streams) << where;
           std::fill(copy.codes.begin(), copy.codes.end(), uint8_t{0x7F});  // E4M3 NaN
           std::fill(copy.scales.begin(), copy.scales.end(), NAN);
@@ -251,21 +255,22 @@ TEST(GemmFp8, PackedBWithNanCode) {
 // By default a B streams only where its decoded panels outgrow the L2
 // caches (4 MiB), and never when asked not to.
 TEST(GemmFp8, PackedBStreamsWhenLarge) {
-  if (!IsaSupported(Isa::kAvx512) || !GetCpuFeatures().avx512_vbmi) {
-    GTEST_SKIP() << "no AVX-512 with VBMI on this CPU";
-  }
   const int64_t k = 1024;
-  for (const int64_t n : {int64_t{256}, int64_t{1280}}) {  // f32 panels: 1 MiB, 5 MiB
-    const std::vector<float> xb = Data(n, k, 7);
-    const Quantized b =
-        Quantize(xb, n, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
-    Fp8Operand a_like{.scaling = Fp8Scaling::kTensor};
-    const GemmArgs args{.n = n, .k = k, .trans_b = Trans::kT};
-    const KernelCtx& ctx = Ctx(Isa::kAvx512, 1);
-    EXPECT_EQ(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32).Streams(1), n > 1024) << n;
-    EXPECT_FALSE(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32,
-                            PackedFp8B::Streaming::kNever)
-                     .Streams(1));
+  for (const Isa isa : SupportedIsas()) {
+    if (isa == Isa::kScalar || (isa == Isa::kAvx512 && !GetCpuFeatures().avx512_vbmi)) continue;
+    for (const int64_t n : {int64_t{256}, int64_t{1280}}) {  // f32 panels: 1 MiB, 5 MiB
+      const std::vector<float> xb = Data(n, k, 7);
+      const Quantized b =
+          Quantize(xb, n, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
+      Fp8Operand a_like{.scaling = Fp8Scaling::kTensor};
+      const GemmArgs args{.n = n, .k = k, .trans_b = Trans::kT};
+      const KernelCtx& ctx = Ctx(isa, 1);
+      EXPECT_EQ(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32).Streams(1), n > 1024)
+          << IsaName(isa) << " " << n;
+      EXPECT_FALSE(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32,
+                              PackedFp8B::Streaming::kNever)
+                       .Streams(1));
+    }
   }
 }
 

@@ -185,6 +185,11 @@ void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b, bool 
       << "GemmFp8: A's and B's scale blocks differ along K (" << a.block << " vs " << b.block << ")";
 }
 
+// gemm_fp8.h's helpers for this (baseline) unit, on a tier type of its own:
+// no symbol shared with the ISA units' instantiations.
+struct BaselineTier {};
+using Fp8Helpers = gemm_internal::Fp8Pack<BaselineTier>;
+
 // GemmFp8's operands as the driver and packers see them, on `isa`.
 gemm_internal::Fp8Problem Fp8ProblemOf(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
                                        Fp8Decode decode,
@@ -373,47 +378,54 @@ void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming stre
   stream_factors_ = AlignedBuffer();
   const int64_t n = args_.n, k = args_.k;
   const bool mx = b_.scaling == Fp8Scaling::kMx;
-  // The streaming path's conditions (gemm_avx512_fp8_decode.cc): panels past
-  // the L2 caches, its tier and byte permutes, K blocks (and MX blocks) of
-  // whole k-pairs, A's rows and factors within the least scratch.
+  // The streaming paths' conditions (gemm_avx512_fp8_decode.cc,
+  // gemm_avx2_fp8_decode.cc): panels past the L2 caches; on AVX-512, byte
+  // permutes and K blocks (and MX blocks) of whole k-pairs; A's rows and
+  // factors within the least scratch.
   const bool small = static_cast<int64_t>(packed_.size()) <= gemm_internal::kFp8StreamMinPanelBytes;
+  const bool pairs = tier_ == Isa::kAvx512;
   if (streaming == Streaming::kNever || (streaming == Streaming::kAuto && small) ||
-      tier_ != Isa::kAvx512 || !GetCpuFeatures().avx512_vbmi || f.kblock % 2 != 0 ||
-      f.kblock < gemm_internal::kFp8StreamMinBlock || (mx && b_.block % 2 != 0) ||
-      k > gemm_internal::kFp8StreamMaxK) {
+      (pairs && (!GetCpuFeatures().avx512_vbmi || f.kblock % 2 != 0 ||
+                 (mx && b_.block % 2 != 0))) ||
+      f.kblock < gemm_internal::kFp8StreamMinBlock || k > gemm_internal::kFp8StreamMaxK) {
     return;
   }
-  // A code's word is its value's bf16 bits, or the high half of its f32 bits
-  // (the low half is zero but for NaN's), and a negative code's word is its
-  // magnitude's with the sign bit: for every code but NaN. A B with a NaN
-  // code (a weight gone bad) is left to the panels.
+  // The decodes are exact for every code but NaN (AVX-512: a code's word is
+  // its value's bf16 bits, or the high half of its f32 bits, whose low half
+  // is zero but for NaN's, and a negative code's word is its magnitude's with
+  // the sign bit; AVX2 goes through f16). A B with a NaN code (a weight gone
+  // bad) is left to the panels.
   bool nan[256];
   for (int q = 0; q < 256; ++q) nan[q] = std::isnan(f.value_b[q]);
   for (const uint8_t q : codes_) {
     if (nan[q]) return;
   }
-  stream_words_.resize(256);
-  for (int q = 0; q < 256; ++q) {
-    const uint32_t bits = std::bit_cast<uint32_t>(f.value_b[q]);
-    stream_words_[q] = f.decode_bf16 ? f.bf16_b[q] : static_cast<uint16_t>(bits >> 16);
-    CHECK(nan[q] || (bits & 0xFFFFu) == 0) << "an FP8 value with more than bf16's mantissa";
+  if (pairs) {
+    stream_words_.resize(256);
+    for (int q = 0; q < 256; ++q) {
+      const uint32_t bits = std::bit_cast<uint32_t>(f.value_b[q]);
+      stream_words_[q] = f.decode_bf16 ? f.bf16_b[q] : static_cast<uint16_t>(bits >> 16);
+      CHECK(nan[q] || (bits & 0xFFFFu) == 0) << "an FP8 value with more than bf16's mantissa";
+    }
+    for (int q = 128; q < 256; ++q) {
+      CHECK(nan[q] || stream_words_[q] == (stream_words_[q - 128] | 0x8000u))
+          << "an FP8 format whose negative codes are not their magnitudes' with the sign bit";
+    }
   }
-  for (int q = 128; q < 256; ++q) {
-    CHECK(nan[q] || stream_words_[q] == (stream_words_[q - 128] | 0x8000u))
-        << "an FP8 format whose negative codes are not their magnitudes' with the sign bit";
-  }
-  constexpr int64_t kStrip = Fp8StreamB::kStripCols;
-  const int64_t strips = (n + kStrip - 1) / kStrip, lines = (k + 1) / 2, n_pad = strips * kStrip;
-  stream_codes_ = AlignedBuffer(static_cast<size_t>(strips * lines * 64));
+  const int64_t kStrip = pairs ? Fp8StreamB::kStreamPairCols : Fp8StreamB::kStreamRowCols;
+  const int64_t strips = (n + kStrip - 1) / kStrip, n_pad = strips * kStrip;
+  const int64_t lines = pairs ? (k + 1) / 2 : k, line_bytes = pairs ? 64 : kStrip;
+  stream_codes_ = AlignedBuffer(static_cast<size_t>(strips * lines * line_bytes));
   auto* out = reinterpret_cast<uint8_t*>(stream_codes_.data());
   std::memset(out, 0, stream_codes_.size());
   const bool trans = args_.trans_b == Trans::kT;  // the copy: [n, k], else [k, n]
   for (int64_t j = 0; j < n; ++j) {
-    uint8_t* strip = out + (j / kStrip) * lines * 64;
+    uint8_t* strip = out + (j / kStrip) * lines * line_bytes;
     const int64_t c = j % kStrip;
     for (int64_t kk = 0; kk < k; ++kk) {
-      strip[(kk / 2) * 64 + gemm_internal::StreamBytePos(c, kk % 2)] =
-          trans ? codes_[j * k + kk] : codes_[kk * n + j];
+      const int64_t pos = pairs ? (kk / 2) * 64 + gemm_internal::StreamBytePos(c, kk % 2)
+                                : kk * kStrip + c;
+      strip[pos] = trans ? codes_[j * k + kk] : codes_[kk * n + j];
     }
   }
   // Column j's entry for a block kb, strip-major.
@@ -436,7 +448,7 @@ void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming stre
     std::fill(factors, factors + blocks * n_pad, 0.0f);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t kb = 0; kb < blocks; ++kb)
-        factors[at(j, kb, blocks)] = gemm_internal::Fp8Pack<void>::Factor(b_, !trans, j, kb, n, k);
+        factors[at(j, kb, blocks)] = Fp8Helpers::Factor(b_, !trans, j, kb, n, k);
   }
 }
 
@@ -467,6 +479,8 @@ void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, co
   gemm_internal::Fp8StreamB stream{};
   if (b.stream_codes_.size() != 0) {
     stream.codes = reinterpret_cast<const uint8_t*>(b.stream_codes_.data());
+    stream.strip_cols = b.tier_ == Isa::kAvx512 ? gemm_internal::Fp8StreamB::kStreamPairCols
+                                                : gemm_internal::Fp8StreamB::kStreamRowCols;
     stream.words = b.stream_words_.data();
     stream.e8m0 = b.stream_e8m0_.data();
     stream.factors = reinterpret_cast<const float*>(b.stream_factors_.data());

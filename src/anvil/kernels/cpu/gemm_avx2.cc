@@ -156,7 +156,9 @@ void PackWholeBAvx2(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
 
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   if (p.fp8 != nullptr) {
-    if (p.fp8->decode_bf16) {
+    if (StreamsB(p, kAvx2)) {
+      avx2::DecodeFp8Region(p, r, scratch);
+    } else if (p.fp8->decode_bf16) {
       Driver<avx2::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
     } else {
       Driver<avx2::Tier>::Run<Fp8Codes<false>>(p, r, scratch, scratch_bytes);

@@ -65,5 +65,8 @@ void RoundRow(const float* src, BF16* dst, int64_t n);
 // The streaming path for small M with trans_b == kN (gemm_avx2_decode.cc);
 // uses 24 KiB of scratch.
 void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);
+// GemmFp8's streaming path from B laid out for it (p.fp8->stream_b;
+// gemm_avx2_fp8_decode.cc); A's rows decoded into scratch.
+void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch);
 
 }  // namespace anvil::kernels::gemm_internal::avx2

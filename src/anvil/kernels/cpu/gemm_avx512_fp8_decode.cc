@@ -33,9 +33,11 @@
 namespace anvil::kernels::gemm_internal::avx512 {
 namespace {
 
-// gemm_fp8.h's scalar helpers (Value, Bf16, Pow2, Factor); its Pack is not used.
-using Fp8 = Fp8Pack<void>;
-constexpr int64_t kStrip = Fp8StreamB::kStripCols;
+// gemm_fp8.h's helpers (DecodeRows, Factor) for this unit: a tier type of
+// its own, so no symbol is shared with code built for another ISA.
+struct StreamTier {};
+using Fp8 = Fp8Pack<StreamTier>;
+constexpr int64_t kStrip = Fp8StreamB::kStreamPairCols;
 static_assert(kStrip == 32, "a line is 64 codes: 32 columns x a k-pair");
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -283,38 +285,21 @@ void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch) {
   j.accumulate = p.accumulate;
   j.c = static_cast<float*>(p.c);
   j.ldc = p.ldc;
-  // A's rows decoded as the packer decodes them (MX factors folded in), and
-  // their block factors.
-  const Fp8Operand& a = f.a;
-  const auto* codes = static_cast<const uint8_t*>(p.a);
+  // A's rows decoded as the packer decodes them, and their block factors.
   auto* at = reinterpret_cast<float*>(scratch);
+  Fp8::DecodeRows(f.a, f.value_a, f.bf16_a, static_cast<const uint8_t*>(p.a), p.lda, p.m, p.k,
+                  f.decode_bf16, at);
   if (f.decode_bf16) {
-    auto* pairs = reinterpret_cast<uint32_t*>(at);
-    for (int64_t i = 0; i < p.m; ++i) {
-      for (int64_t k = 0; k < p.k; ++k) {
-        const uint8_t q = codes[i * p.lda + k];
-        const uint32_t bits = a.scaling == Fp8Scaling::kMx
-                                  ? Fp8::Bf16(Fp8::Value(a, f.value_a, q, i, k, p.k))
-                                  : f.bf16_a[q];
-        uint32_t& w = pairs[i * j.lines + k / 2];
-        w = k % 2 == 0 ? bits : (w | bits << 16);
-      }
-    }
-    j.a_pairs = pairs;
+    j.a_pairs = reinterpret_cast<const uint32_t*>(at);
     at += p.m * j.lines;
   } else {
-    for (int64_t i = 0; i < p.m; ++i) {
-      for (int64_t k = 0; k < p.k; ++k) {
-        at[i * p.k + k] = Fp8::Value(a, f.value_a, codes[i * p.lda + k], i, k, p.k);
-      }
-    }
     j.a_f32 = at;
     at += p.m * p.k;
   }
   if (j.scaled) {
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t kb = 0; kb < j.kblocks; ++kb)
-        at[i * j.kblocks + kb] = Fp8::Factor(a, false, i, kb, p.m, p.k);
+        at[i * j.kblocks + kb] = Fp8::Factor(f.a, false, i, kb, p.m, p.k);
     j.sa = at;
   }
   const Tables t = LoadTables(j.b->words);

@@ -103,6 +103,29 @@ struct Fp8Pack {
     }
   }
 
+  // The streaming paths' A (gemm_avx512_fp8_decode.cc,
+  // gemm_avx2_fp8_decode.cc): rows [0, m) of A stored [m, k] (codes, row
+  // stride lda) decoded as Pack decodes them, MX factors folded in: f32
+  // values [m][k], or (pairs) bf16 k-pairs [m][ceil(k / 2)], an odd k's last
+  // high half zero.
+  static void DecodeRows(const Fp8Operand& o, const float* values, const uint16_t* bf16,
+                         const uint8_t* codes, int64_t lda, int64_t m, int64_t k, bool pairs,
+                         void* out) {
+    const bool mx = o.scaling == Fp8Scaling::kMx;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const uint8_t q = codes[i * lda + kk];
+        if (!pairs) {
+          static_cast<float*>(out)[i * k + kk] = Value(o, values, q, i, kk, k);
+          continue;
+        }
+        const uint32_t bits = mx ? Bf16(Value(o, values, q, i, kk, k)) : uint32_t{bf16[q]};
+        uint32_t& w = static_cast<uint32_t*>(out)[i * ((k + 1) / 2) + kk / 2];
+        w = kk % 2 == 0 ? bits : (w | bits << 16);
+      }
+    }
+  }
+
   // The factor of stored row `row` (m for A; n for B) in K block `kb` (of
   // length S = kblock), 1 for kMx (folded into the values).
   static float Factor(const Fp8Operand& o, bool trans, int64_t row, int64_t kb, int64_t rows_total,

@@ -11,31 +11,35 @@
 namespace anvil::kernels::gemm_internal {
 
 // An FP8 B laid out for the streaming (decode) path, which reads its codes
-// once and decodes them in registers (PackedFp8B builds it on AVX-512 with
-// AVX512_VBMI; gemm_avx512_fp8_decode.cc reads it):
-//   codes:   strips of kStripCols columns; strip s holds ceil(k / 2) lines of
-//            64 bytes, line r the codes of rows (2r, 2r + 1) of its columns,
-//            column c (of the strip) at byte StreamBytePos(c, h) (h: 0 for
-//            row 2r, 1 for 2r + 1), so that the AVX-512 byte unpacks give
-//            each column's (2r, 2r + 1) pair as one 32-bit word, columns in
-//            order; past k or n, code 0 (+0 in both formats).
-//   words:   [256] the decoded word of each code: bf16 bits (bf16 decode) or
-//            the high half of the f32 value (f32 decode; the low half is zero
-//            for every FP8 value but NaN). B has no NaN code, and a negative
-//            code's word is its magnitude's with the sign bit.
+// once and decodes them in registers (PackedFp8B builds it for the tier the
+// calls run on; gemm_avx512_fp8_decode.cc and gemm_avx2_fp8_decode.cc read
+// it). B has no NaN code. Strips of strip_cols columns, each contiguous over
+// all K (read front to back); past k or n, code 0 (+0 in both formats):
+//   AVX-512 (kStreamPairCols): strip s holds ceil(k / 2) lines of 64 bytes,
+//            line r the codes of rows (2r, 2r + 1), column c (of the strip)
+//            at byte StreamBytePos(c, h) (h: 0 for row 2r, 1 for 2r + 1), so
+//            that the byte unpacks give each column's (2r, 2r + 1) pair as
+//            one 32-bit word, columns in order;
+//   AVX2 (kStreamRowCols): strip s holds k lines of 16 bytes, line r the
+//            codes of row r, columns in order.
+//   words:   AVX-512: [256] each code's decoded word: bf16 bits (bf16
+//            decode) or the high half of the f32 value (f32 decode; the low
+//            half is zero for every FP8 value but NaN); a negative code's
+//            word is its magnitude's with the sign bit. AVX2: unused.
 //   e8m0:    kMx: per strip, per MX block along K, its columns' scale bytes
-//            ([strips][ceil(k / block)][kStripCols]).
+//            ([strips][ceil(k / block)][strip_cols]).
 //   factors: block scaling: per strip, per K block, its columns' factors
-//            (Fp8Pack::Factor's; [strips][ceil(k / kblock)][kStripCols], 64-byte aligned).
-// Strip-major throughout, so that a strip's bytes are read in order.
+//            (Fp8Pack::Factor's; [strips][ceil(k / kblock)][strip_cols], 64-byte aligned).
 struct Fp8StreamB {
-  static constexpr int64_t kStripCols = 32;
+  static constexpr int64_t kStreamPairCols = 32;
+  static constexpr int64_t kStreamRowCols = 16;
   const uint8_t* codes;
   const uint16_t* words;
   const uint8_t* e8m0;
   const float* factors;
+  int64_t strip_cols;
 };
-// The byte of column c (< kStripCols), row half h, within a line.
+// The byte of column c (< kStreamPairCols), row half h, within an AVX-512 line.
 constexpr int64_t StreamBytePos(int64_t c, int64_t h) {
   return c < 16 ? 16 * (c / 4) + 2 * (c % 4) + h : 16 * ((c - 16) / 4) + 8 + 2 * (c % 4) + h;
 }
