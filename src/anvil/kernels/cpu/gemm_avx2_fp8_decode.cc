@@ -25,7 +25,7 @@
 namespace anvil::kernels::gemm_internal::avx2 {
 namespace {
 
-// gemm_fp8.h's helpers (DecodeRows, Factor) for this unit: a tier type of
+// gemm_fp8.h's StreamCall for this unit: a tier type of
 // its own, so no symbol is shared with code built for another ISA.
 struct StreamTier {};
 using Fp8 = Fp8Pack<StreamTier>;
@@ -68,24 +68,13 @@ __m256 Pow2(const uint8_t* e8m0) {
   return _mm256_castsi256_ps(bits);
 }
 
-// One call's operands as the strips read them.
-struct Job {
-  const Fp8StreamB* b;
-  int64_t m, n, k;
-  int64_t kblock, kblocks;
-  int64_t mx_block, mx_blocks;  // B's MX block and their count along K (kMx), else 0
-  bool scaled, accumulate;
-  const float* a;   // A's values [m][k]
-  const float* sa;  // block scaling: A's factors [m][kblocks]
-  float* c;
-  int64_t ldc;
-};
+using Job = Fp8StreamCall;
 
 // Rows [i0, i0 + M) of strip s over all K into C.
 template <int M, bool kE5M2, bool kMx>
 void Strip(const Job& j, int64_t s, int64_t i0) {
   const uint8_t* strip = j.b->codes + s * j.k * kStrip;
-  const float* a = j.a + i0 * j.k;
+  const float* a = j.a_f32 + i0 * j.k;
   const int64_t col0 = s * kStrip;
   __m256i mask[2];  // C's columns of this strip
   for (int v = 0; v < 2; ++v) mask[v] = LaneMask(j.n - col0 - 8 * v);
@@ -188,37 +177,10 @@ void Columns(const Job& j, int64_t s0, int64_t s1) {
 }  // namespace
 
 void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch) {
-  const Fp8Problem& f = *p.fp8;
-  Job j{};
-  j.b = f.stream_b;
-  j.m = p.m;
-  j.n = p.n;
-  j.k = p.k;
-  j.kblock = f.kblock;
-  j.kblocks = (p.k + f.kblock - 1) / f.kblock;
-  if (f.b.scaling == Fp8Scaling::kMx) {
-    j.mx_block = f.b.block;
-    j.mx_blocks = (p.k + f.b.block - 1) / f.b.block;
-  }
-  j.scaled = f.block_scaled;
-  j.accumulate = p.accumulate;
-  j.c = static_cast<float*>(p.c);
-  j.ldc = p.ldc;
-  // A's rows decoded as the packer decodes them (f32 values for either
-  // decode format on this tier), and their block factors.
-  auto* at = reinterpret_cast<float*>(scratch);
-  Fp8::DecodeRows(f.a, f.value_a, f.bf16_a, static_cast<const uint8_t*>(p.a), p.lda, p.m, p.k,
-                  /*pairs=*/false, at);
-  j.a = at;
-  at += p.m * p.k;
-  if (j.scaled) {
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t kb = 0; kb < j.kblocks; ++kb)
-        at[i * j.kblocks + kb] = Fp8::Factor(f.a, false, i, kb, p.m, p.k);
-    j.sa = at;
-  }
+  // This tier's packed path decodes FP8 to f32 words for either decode format.
+  const Job j = Fp8::StreamCall(p, /*pairs=*/false, scratch);
   const int64_t s0 = r.n0 / kStrip, s1 = (r.n1 + kStrip - 1) / kStrip;
-  const bool e5m2 = f.b.format == Fp8Format::kE5M2, mx = j.mx_block > 0;
+  const bool e5m2 = p.fp8->b.format == Fp8Format::kE5M2, mx = j.mx_block > 0;
   if (e5m2) {
     mx ? Columns<true, true>(j, s0, s1) : Columns<true, false>(j, s0, s1);
   } else {

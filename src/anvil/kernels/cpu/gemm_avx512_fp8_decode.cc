@@ -33,7 +33,7 @@
 namespace anvil::kernels::gemm_internal::avx512 {
 namespace {
 
-// gemm_fp8.h's helpers (DecodeRows, Factor) for this unit: a tier type of
+// gemm_fp8.h's StreamCall for this unit: a tier type of
 // its own, so no symbol is shared with code built for another ISA.
 struct StreamTier {};
 using Fp8 = Fp8Pack<StreamTier>;
@@ -120,19 +120,7 @@ __m512i ScalePair(__m512i w, __m512 factor) {
 // instead of 47 and 113 (the hardware prefetcher alone; 16-160 lines tried).
 constexpr int64_t kPrefetchLines = 64;
 
-// One call's operands as the strips read them.
-struct Job {
-  const Fp8StreamB* b;
-  int64_t m, n, k, lines;  // lines = ceil(k / 2)
-  int64_t kblock, kblocks;
-  int64_t mx_block, mx_blocks;  // B's MX block and their count along K (kMx), else 0
-  bool scaled, accumulate;
-  const float* a_f32;       // f32 decode: A's values [m][k]
-  const uint32_t* a_pairs;  // bf16 decode: A's bf16 pairs [m][lines]
-  const float* sa;          // block scaling: A's factors [m][kblocks]
-  float* c;
-  int64_t ldc;
-};
+using Job = Fp8StreamCall;
 
 // Line r of NS strips into the sums (kHasOdd: row 2r + 1 < k).
 template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
@@ -151,7 +139,7 @@ template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
         if constexpr (kMx) pair = ScalePair<kHasOdd>(pair, factor[s][v]);
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
-          const __m512i a = _mm512_set1_epi32(static_cast<int>(j.a_pairs[i * j.lines + r]));
+          const __m512i a = _mm512_set1_epi32(static_cast<int>(j.a_pairs[i * ((j.k + 1) / 2) + r]));
           acc[i][s][v] = _mm512_dpbf16_ps(acc[i][s][v], (__m512bh)a, (__m512bh)pair);
         }
       } else {
@@ -177,7 +165,8 @@ template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
 template <int M, int NS, bool kBf16, bool kMx>
 void Strips(const Job& j, const Tables& t, int64_t s0) {
   const uint8_t* strip[NS];
-  for (int s = 0; s < NS; ++s) strip[s] = j.b->codes + (s0 + s) * j.lines * 64;
+  const int64_t lines = (j.k + 1) / 2;
+  for (int s = 0; s < NS; ++s) strip[s] = j.b->codes + (s0 + s) * lines * 64;
   alignas(64) float run[M][NS][kStrip];  // C's running sums
   __m512 factor[NS][2];                  // kMx: B's factors of the current MX block
   for (int64_t kb = 0; kb < j.kblocks; ++kb) {
@@ -268,59 +257,27 @@ void Columns(const Job& j, const Tables& t, bool bf16, int64_t s0, int64_t s1) {
 }  // namespace
 
 void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch) {
-  const Fp8Problem& f = *p.fp8;
-  Job j{};
-  j.b = f.stream_b;
-  j.m = p.m;
-  j.n = p.n;
-  j.k = p.k;
-  j.lines = (p.k + 1) / 2;
-  j.kblock = f.kblock;
-  j.kblocks = (p.k + f.kblock - 1) / f.kblock;
-  if (f.b.scaling == Fp8Scaling::kMx) {
-    j.mx_block = f.b.block;
-    j.mx_blocks = (p.k + f.b.block - 1) / f.b.block;
-  }
-  j.scaled = f.block_scaled;
-  j.accumulate = p.accumulate;
-  j.c = static_cast<float*>(p.c);
-  j.ldc = p.ldc;
-  // A's rows decoded as the packer decodes them, and their block factors.
-  auto* at = reinterpret_cast<float*>(scratch);
-  Fp8::DecodeRows(f.a, f.value_a, f.bf16_a, static_cast<const uint8_t*>(p.a), p.lda, p.m, p.k,
-                  f.decode_bf16, at);
-  if (f.decode_bf16) {
-    j.a_pairs = reinterpret_cast<const uint32_t*>(at);
-    at += p.m * j.lines;
-  } else {
-    j.a_f32 = at;
-    at += p.m * p.k;
-  }
-  if (j.scaled) {
-    for (int64_t i = 0; i < p.m; ++i)
-      for (int64_t kb = 0; kb < j.kblocks; ++kb)
-        at[i * j.kblocks + kb] = Fp8::Factor(f.a, false, i, kb, p.m, p.k);
-    j.sa = at;
-  }
+  const bool bf16 = p.fp8->decode_bf16;
+  const Job j = Fp8::StreamCall(p, /*pairs=*/bf16, scratch);
   const Tables t = LoadTables(j.b->words);
   const int64_t s0 = r.n0 / kStrip, s1 = (r.n1 + kStrip - 1) / kStrip;
   switch (p.m) {
     case 1:
-      return Columns<1>(j, t, f.decode_bf16, s0, s1);
+      return Columns<1>(j, t, bf16, s0, s1);
     case 2:
-      return Columns<2>(j, t, f.decode_bf16, s0, s1);
+      return Columns<2>(j, t, bf16, s0, s1);
     case 3:
-      return Columns<3>(j, t, f.decode_bf16, s0, s1);
+      return Columns<3>(j, t, bf16, s0, s1);
     case 4:
-      return Columns<4>(j, t, f.decode_bf16, s0, s1);
+      return Columns<4>(j, t, bf16, s0, s1);
     case 5:
-      return Columns<5>(j, t, f.decode_bf16, s0, s1);
+      return Columns<5>(j, t, bf16, s0, s1);
     case 6:
-      return Columns<6>(j, t, f.decode_bf16, s0, s1);
+      return Columns<6>(j, t, bf16, s0, s1);
     case 7:
-      return Columns<7>(j, t, f.decode_bf16, s0, s1);
+      return Columns<7>(j, t, bf16, s0, s1);
     case 8:
-      return Columns<8>(j, t, f.decode_bf16, s0, s1);
+      return Columns<8>(j, t, bf16, s0, s1);
     default:
       __builtin_trap();  // StreamsB sends only M <= kDecodeChunkRows
   }

@@ -5,11 +5,26 @@
 // each ISA unit gets its own symbols.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "anvil/kernels/cpu/gemm_internal.h"
 
 namespace anvil::kernels::gemm_internal {
+
+// One GemmFp8 call as the streaming paths read it (Fp8Pack::StreamCall).
+struct Fp8StreamCall {
+  const Fp8StreamB* b;
+  int64_t m, n, k;
+  int64_t kblock, kblocks;      // the K block of the order and their count
+  int64_t mx_block, mx_blocks;  // B's MX block and their count along K (kMx), else 0
+  bool scaled, accumulate;      // block scaling; C (+)=
+  const float* a_f32;           // A's values [m][k] (f32 decode)
+  const uint32_t* a_pairs;      // A's bf16 k-pairs [m][ceil(k / 2)] (bf16 pairs)
+  const float* sa;              // block scaling: A's factors [m][kblocks]
+  float* c;
+  int64_t ldc;
+};
 
 template <class K>
 struct Fp8Pack {
@@ -103,27 +118,58 @@ struct Fp8Pack {
     }
   }
 
-  // The streaming paths' A (gemm_avx512_fp8_decode.cc,
-  // gemm_avx2_fp8_decode.cc): rows [0, m) of A stored [m, k] (codes, row
-  // stride lda) decoded as Pack decodes them, MX factors folded in: f32
-  // values [m][k], or (pairs) bf16 k-pairs [m][ceil(k / 2)], an odd k's last
-  // high half zero.
-  static void DecodeRows(const Fp8Operand& o, const float* values, const uint16_t* bf16,
-                         const uint8_t* codes, int64_t lda, int64_t m, int64_t k, bool pairs,
-                         void* out) {
-    const bool mx = o.scaling == Fp8Scaling::kMx;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const uint8_t q = codes[i * lda + kk];
-        if (!pairs) {
-          static_cast<float*>(out)[i * k + kk] = Value(o, values, q, i, kk, k);
-          continue;
-        }
-        const uint32_t bits = mx ? Bf16(Value(o, values, q, i, kk, k)) : uint32_t{bf16[q]};
-        uint32_t& w = static_cast<uint32_t*>(out)[i * ((k + 1) / 2) + kk / 2];
-        w = kk % 2 == 0 ? bits : (w | bits << 16);
-      }
+  // A call of the streaming paths (gemm_avx512_fp8_decode.cc,
+  // gemm_avx2_fp8_decode.cc) as they read it: its blocks, and A's rows
+  // decoded into `scratch` as Pack decodes them (MX factors folded in; f32
+  // values, or bf16 k-pairs where `pairs`) with their block factors.
+  static Fp8StreamCall StreamCall(const Problem& p, bool pairs, std::byte* scratch) {
+    const Fp8Problem& f = *p.fp8;
+    Fp8StreamCall j{};
+    j.b = f.stream_b;
+    j.m = p.m;
+    j.n = p.n;
+    j.k = p.k;
+    j.kblock = f.kblock;
+    j.kblocks = (p.k + f.kblock - 1) / f.kblock;
+    if (f.b.scaling == Fp8Scaling::kMx) {
+      j.mx_block = f.b.block;
+      j.mx_blocks = (p.k + f.b.block - 1) / f.b.block;
     }
+    j.scaled = f.block_scaled;
+    j.accumulate = p.accumulate;
+    j.c = static_cast<float*>(p.c);
+    j.ldc = p.ldc;
+    const Fp8Operand& a = f.a;
+    const bool mx = a.scaling == Fp8Scaling::kMx;
+    const auto* codes = static_cast<const uint8_t*>(p.a);
+    auto* at = reinterpret_cast<float*>(scratch);
+    if (pairs) {
+      auto* words = reinterpret_cast<uint32_t*>(at);
+      const int64_t lines = (p.k + 1) / 2;
+      for (int64_t i = 0; i < p.m; ++i) {
+        for (int64_t k = 0; k < p.k; ++k) {
+          const uint8_t q = codes[i * p.lda + k];
+          const uint32_t bits = mx ? Bf16(Value(a, f.value_a, q, i, k, p.k)) : f.bf16_a[q];
+          uint32_t& w = words[i * lines + k / 2];
+          w = k % 2 == 0 ? bits : (w | bits << 16);  // an odd K's last high half stays zero
+        }
+      }
+      j.a_pairs = words;
+      at += p.m * lines;
+    } else {
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t k = 0; k < p.k; ++k)
+          at[i * p.k + k] = Value(a, f.value_a, codes[i * p.lda + k], i, k, p.k);
+      j.a_f32 = at;
+      at += p.m * p.k;
+    }
+    if (j.scaled) {
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t kb = 0; kb < j.kblocks; ++kb)
+          at[i * j.kblocks + kb] = Factor(a, false, i, kb, p.m, p.k);
+      j.sa = at;
+    }
+    return j;
   }
 
   // The factor of stored row `row` (m for A; n for B) in K block `kb` (of
