@@ -165,7 +165,8 @@ class PackedFp8B {
  public:
   // Whether calls of a few rows stream B's codes (where the CPU can): kAuto
   // where the decoded panels would not stay in the L2 caches (there the
-  // panels are faster), kAlways wherever the CPU can, kNever.
+  // panels are faster; from 5 rows, where they would not stay in any cache),
+  // kAlways wherever the CPU can (up to 8 rows), kNever.
   enum class Streaming : uint8_t { kAuto, kAlways, kNever };
   PackedFp8B() = default;
   // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).
@@ -207,6 +208,7 @@ class PackedFp8B {
   std::vector<uint16_t> stream_words_;
   std::vector<uint8_t> stream_e8m0_;
   AlignedBuffer stream_factors_;  // f32
+  int64_t stream_max_rows_ = 0;   // calls of up to this many rows stream
 };
 
 // C (+)= A · B as GemmFp8 with B packed (args' k, n, trans_b must be the

@@ -253,7 +253,7 @@ TEST(GemmFp8, PackedBWithNanCode) {
 }
 
 // By default a B streams only where its decoded panels outgrow the L2
-// caches (4 MiB), and never when asked not to.
+// caches (4 MiB), from 5 rows only beyond 64 MiB, and never when asked not to.
 TEST(GemmFp8, PackedBStreamsWhenLarge) {
   const int64_t k = 1024;
   for (const Isa isa : SupportedIsas()) {
@@ -265,8 +265,10 @@ TEST(GemmFp8, PackedBStreamsWhenLarge) {
       Fp8Operand a_like{.scaling = Fp8Scaling::kTensor};
       const GemmArgs args{.n = n, .k = k, .trans_b = Trans::kT};
       const KernelCtx& ctx = Ctx(isa, 1);
-      EXPECT_EQ(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32).Streams(1), n > 1024)
-          << IsaName(isa) << " " << n;
+      const PackedFp8B packed(ctx, args, a_like, b.op, Fp8Decode::kF32);
+      EXPECT_EQ(packed.Streams(1), n > 1024) << IsaName(isa) << " " << n;
+      EXPECT_EQ(packed.Streams(4), n > 1024) << IsaName(isa) << " " << n;
+      EXPECT_FALSE(packed.Streams(5)) << IsaName(isa) << " " << n;  // panels within L3
       EXPECT_FALSE(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32,
                               PackedFp8B::Streaming::kNever)
                        .Streams(1));

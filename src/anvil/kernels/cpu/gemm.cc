@@ -382,7 +382,12 @@ void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming stre
   // gemm_avx2_fp8_decode.cc): panels past the L2 caches; on AVX-512, byte
   // permutes and K blocks (and MX blocks) of whole k-pairs; A's rows and
   // factors within the least scratch.
-  const bool small = static_cast<int64_t>(packed_.size()) <= gemm_internal::kFp8StreamMinPanelBytes;
+  const auto panel_bytes = static_cast<int64_t>(packed_.size());
+  const bool small = panel_bytes <= gemm_internal::kFp8StreamMinPanelBytes;
+  stream_max_rows_ = streaming == Streaming::kAlways ||
+                             panel_bytes > gemm_internal::kFp8StreamManyRowsMinPanelBytes
+                         ? gemm_internal::kDecodeChunkRows
+                         : gemm_internal::kFp8StreamFewRows;
   const bool pairs = tier_ == Isa::kAvx512;
   if (streaming == Streaming::kNever || (streaming == Streaming::kAuto && small) ||
       (pairs && (!GetCpuFeatures().avx512_vbmi || f.kblock % 2 != 0 ||
@@ -459,7 +464,7 @@ int64_t PackedFp8B::bytes() const {
 }
 
 bool PackedFp8B::Streams(int64_t m) const {
-  return stream_codes_.size() != 0 && m <= gemm_internal::kDecodeChunkRows;
+  return stream_codes_.size() != 0 && m <= stream_max_rows_;
 }
 
 void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const PackedFp8B& b,
@@ -481,6 +486,7 @@ void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, co
     stream.codes = reinterpret_cast<const uint8_t*>(b.stream_codes_.data());
     stream.strip_cols = b.tier_ == Isa::kAvx512 ? gemm_internal::Fp8StreamB::kStreamPairCols
                                                 : gemm_internal::Fp8StreamB::kStreamRowCols;
+    stream.max_rows = b.stream_max_rows_;
     stream.words = b.stream_words_.data();
     stream.e8m0 = b.stream_e8m0_.data();
     stream.factors = reinterpret_cast<const float*>(b.stream_factors_.data());
@@ -498,7 +504,7 @@ namespace gemm_internal {
 bool StreamsB(const Problem& p, const Blocking& bl) {
   if (p.fp8 != nullptr) {  // only from B laid out for it (PackedFp8B), one pass of rows
     return p.fp8->stream_b != nullptr && p.packed_b == nullptr && !p.bf16_out &&
-           bl.decode_max_m > 0 && p.m <= kDecodeChunkRows;
+           bl.decode_max_m > 0 && p.m <= p.fp8->stream_b->max_rows;
   }
   if (p.packed_b != nullptr || p.trans_b || bl.decode_max_m == 0 ||
       p.m > bl.decode_max_m) {

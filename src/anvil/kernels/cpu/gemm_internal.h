@@ -38,6 +38,7 @@ struct Fp8StreamB {
   const uint8_t* e8m0;
   const float* factors;
   int64_t strip_cols;
+  int64_t max_rows;  // calls of up to this many rows stream (PackedFp8B's choice)
 };
 // The byte of column c (< kStreamPairCols), row half h, within an AVX-512 line.
 constexpr int64_t StreamBytePos(int64_t c, int64_t h) {
@@ -144,6 +145,15 @@ inline constexpr int64_t kFp8StreamMinBlock = 32;
 // 85-301 against 62-136); from 3072 x 768 (9 MiB) streaming wins at 1-4
 // rows (91 / 206 against 26 / 108) and from DRAM at every row count.
 inline constexpr int64_t kFp8StreamMinPanelBytes = int64_t{4} << 20;
+// Up to 4 rows streaming wins past that; from 5 rows (MXFP8 most: its factors
+// are multiplied in again for every row pass) the panels keep up while they
+// come from L3 (3072 x 768, 9 MiB, 8 rows, GFLOP/s stream / panels: AVX-512
+// FP8 220 / 205, MXFP8 176 / 215; the AVX2 tier 122 / 122 and 99 / 159), and
+// from DRAM streaming wins again (131072 x 4096, 8 rows: AVX-512 207 / -,
+// AVX2 117 / 76 and 99 / 83). So more than kFp8StreamFewRows rows stream
+// only past this many bytes of panels, beyond the caches.
+inline constexpr int64_t kFp8StreamFewRows = 4;
+inline constexpr int64_t kFp8StreamManyRowsMinPanelBytes = int64_t{64} << 20;
 
 // Whether `p` takes the streaming path on a tier with blocking `bl`.
 // (Defined in gemm.cc, the baseline unit: no inline functions here.)
