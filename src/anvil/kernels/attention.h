@@ -114,6 +114,18 @@ void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t po
                      const AttentionIn& q, const AttentionIn& k_cache, const AttentionIn& v_cache,
                      const AttentionOut& out, float* lse);
 
+// AttentionDecode for runs of rows of several sequences in one parallel
+// region (a decode step of a batch: one region instead of one a sequence),
+// each run's rows bitwise as AttentionDecode gives them.
+struct AttentionDecodeRun {
+  int64_t pos = 0, n = 0;
+  AttentionIn q, k_cache, v_cache;
+  AttentionOut out;
+  float* lse = nullptr;
+};
+void AttentionDecodeBatch(const KernelCtx& ctx, const AttentionDims& dims,
+                          std::span<const AttentionDecodeRun> runs);
+
 // Bytes of ctx.scratch(t) each thread needs for any of the calls above.
 size_t AttentionScratchBytes(const AttentionDims& dims);
 

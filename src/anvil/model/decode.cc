@@ -20,6 +20,7 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
     : fw_(model), linear_(linear), max_seqs_(max_seqs), max_len_(max_len), max_rows_(max_rows) {
   const ModelConfig& cfg = model.config;
   CHECK(max_seqs > 0 && max_rows > 0) << "decoder sizes";
+  decode_runs_.reserve(max_rows);  // a step's runs: at most one a row
   CHECK(model.whole()) << "the decoder runs a whole model, not a stage";
   CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
       << "max_len " << max_len << " beyond model.max_seq_len";
@@ -47,7 +48,8 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
     tables_.resize(max_seqs);
     refs_.assign(pages, 0);
     for (int64_t p = pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
-    for (auto& ptrs : page_ptrs_) ptrs.reserve((max_len + page_rows_ - 1) / page_rows_);
+    // Every sequence's table at once (a step's runs), never reallocated.
+    for (auto& ptrs : page_ptrs_) ptrs.reserve(max_seqs * ((max_len + page_rows_ - 1) / page_rows_));
   }
   // Scratch: carve once with a counter to size the arena, then for real.
   auto carve_all = [&](auto&& alloc) {
@@ -119,9 +121,9 @@ kernels::AttentionIn Decoder::CacheIn(int layer, int kv, int64_t seq) {
   const int64_t row = fw_.shape.kv();
   if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row};
   std::vector<const void*>& ptrs = page_ptrs_[kv];  // capacity reserved: no allocation
-  ptrs.clear();
+  const size_t first = ptrs.size();
   for (const int32_t page : tables_[seq]) ptrs.push_back(Page(page, layer, kv));
-  return {nullptr, dt, row, ptrs.data(), page_rows_};
+  return {nullptr, dt, row, ptrs.data() + first, page_rows_};
 }
 
 void Decoder::ReleasePages(int64_t seq) {
@@ -232,15 +234,22 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
       std::memcpy(CacheRow<A>(l, 1, row_seq_[r], positions_[r]), src + kv_cols,
                   kv_cols * sizeof(A));
     }
-    for (int64_t r0 = 0; r0 < n;) {  // one AttentionDecode per run of rows of a sequence
+    // A run of rows of a sequence each, all in one parallel region.
+    decode_runs_.clear();
+    for (auto& ptrs : page_ptrs_) ptrs.clear();
+    for (int64_t r0 = 0; r0 < n;) {
       int64_t r1 = r0 + 1;
       while (r1 < n && row_seq_[r1] == row_seq_[r0]) ++r1;
       const int64_t seq = row_seq_[r0];
-      kernels::AttentionDecode(ctx, dims, positions_[r0], r1 - r0, {s.attn.qkv + r0 * qkv, dt, qkv},
-                               CacheIn<A>(l, 0, seq), CacheIn<A>(l, 1, seq),
-                               {s.attn.out + r0 * q_cols, dt, 0}, nullptr);
+      decode_runs_.push_back({.pos = positions_[r0],
+                              .n = r1 - r0,
+                              .q = {s.attn.qkv + r0 * qkv, dt, qkv},
+                              .k_cache = CacheIn<A>(l, 0, seq),
+                              .v_cache = CacheIn<A>(l, 1, seq),
+                              .out = {s.attn.out + r0 * q_cols, dt, 0}});
       r0 = r1;
     }
+    kernels::AttentionDecodeBatch(ctx, dims, decode_runs_);
     AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.Linear(kOutSite));
     MlpBlockForward(shape, fw_.Mlp<A>(l), n, y, x, s.mlp, block, ctx);
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/check.h"
@@ -337,71 +338,97 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
 void AttentionDecode(const KernelCtx& ctx, const AttentionDims& dims, int64_t pos, int64_t n,
                      const AttentionIn& q, const AttentionIn& k_cache, const AttentionIn& v_cache,
                      const AttentionOut& out, float* lse) {
+  const AttentionDecodeRun run{
+      .pos = pos, .n = n, .q = q, .k_cache = k_cache, .v_cache = v_cache, .out = out, .lse = lse};
+  AttentionDecodeBatch(ctx, dims, std::span<const AttentionDecodeRun>(&run, 1));
+}
+
+void AttentionDecodeBatch(const KernelCtx& ctx, const AttentionDims& dims,
+                          std::span<const AttentionDecodeRun> runs) {
   ANVIL_TRACE_ZONE("attention_decode");
   CheckDims(ctx, dims);
   CHECK(dims.mask == AttentionMask::kCausal) << "attention: decode is causal only";
-  CHECK(pos >= 0 && n >= 0 && pos + n < kMaxSeqLen) << "attention: decode pos/n out of range";
-  if (n == 0) return;
   const int nh = dims.num_heads;
   const int nkv = dims.num_kv_heads;
   const int hd = dims.head_dim;
-  const int64_t qs = CheckOperand("q", q.data, q.dtype, q.row_stride, nh, hd);
-  for (const AttentionIn* c : {&k_cache, &v_cache}) {
-    CHECK(c->pages == nullptr || (c->page_rows > 0 && c->page_rows % kBc == 0))
-        << "attention: a paged cache's page_rows must be a multiple of " << kBc << ", got "
-        << c->page_rows;
-  }
+  // Each run's strides, checked.
+  struct Strides {
+    int64_t q, k, v, out;
+  };
+  std::vector<Strides> strides(runs.size());
   auto cache_data = [](const AttentionIn& c) { return c.pages != nullptr ? c.pages : c.data; };
-  const int64_t ks = CheckOperand("k_cache", cache_data(k_cache), k_cache.dtype,
-                                  k_cache.row_stride, nkv, hd);
-  const int64_t vs = CheckOperand("v_cache", cache_data(v_cache), v_cache.dtype,
-                                  v_cache.row_stride, nkv, hd);
-  const int64_t os = CheckOperand("out", out.data, out.dtype, out.row_stride, nh, hd);
-  CHECK(k_cache.dtype == q.dtype && v_cache.dtype == q.dtype)
-      << "attention: q and the caches must share a dtype";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const AttentionDecodeRun& run = runs[i];
+    CHECK(run.pos >= 0 && run.n >= 0 && run.pos + run.n < kMaxSeqLen)
+        << "attention: decode pos/n out of range";
+    if (run.n == 0) continue;
+    for (const AttentionIn* c : {&run.k_cache, &run.v_cache}) {
+      CHECK(c->pages == nullptr || (c->page_rows > 0 && c->page_rows % kBc == 0))
+          << "attention: a paged cache's page_rows must be a multiple of " << kBc << ", got "
+          << c->page_rows;
+    }
+    CHECK(run.k_cache.dtype == run.q.dtype && run.v_cache.dtype == run.q.dtype)
+        << "attention: q and the caches must share a dtype";
+    strides[i] = {
+        .q = CheckOperand("q", run.q.data, run.q.dtype, run.q.row_stride, nh, hd),
+        .k = CheckOperand("k_cache", cache_data(run.k_cache), run.k_cache.dtype,
+                          run.k_cache.row_stride, nkv, hd),
+        .v = CheckOperand("v_cache", cache_data(run.v_cache), run.v_cache.dtype,
+                          run.v_cache.row_stride, nkv, hd),
+        .out = CheckOperand("out", run.out.data, run.out.dtype, run.out.row_stride, nh, hd)};
+  }
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
   const TierFns& fns = TierFor(ctx.isa());
   const int group = nh / nkv;
-  const size_t osize = out.dtype == DType::kBF16 ? 2 : 4;
-  // Lanes of a kv head: (query head g of its group, new row r) as g * n + r.
-  const int64_t lanes_total = group * n;
-  const int64_t blocks = (pos + n - 1) / kBc + 1;
 
   RunBalanced(ctx, [&](auto&& visit) {
-    for (int kvh = 0; kvh < nkv; ++kvh) {
-      for (int64_t l0 = 0; l0 < lanes_total; l0 += kBr) {
-        const int lanes = static_cast<int>(std::min<int64_t>(kBr, lanes_total - l0));
-        visit(blocks * lanes, [&](int t) {
-          FwdTile tile;
-          tile.lanes = lanes;
-          tile.head_dim = hd;
-          tile.causal = true;
-          tile.in_bf16 = q.dtype == DType::kBF16;
-          tile.out_bf16 = out.dtype == DType::kBF16;
-          tile.qscale = qscale;
-          auto rows = [&](const AttentionIn& c, int64_t stride) {
-            if (c.pages == nullptr) return Rows{Offset(c.data, c.dtype, int64_t{kvh} * hd), stride};
-            return Rows{nullptr, stride, c.pages, c.page_rows, int64_t{kvh} * hd};
-          };
-          tile.k = rows(k_cache, ks);
-          tile.v = rows(v_cache, vs);
-          tile.kv_len = pos + n;
-          for (int i = 0; i < lanes; ++i) {
-            const int64_t lane = l0 + i;
-            const int64_t h = int64_t{kvh} * group + lane / n;
-            const int64_t r = lane % n;
-            tile.q[i] = Offset(q.data, q.dtype, r * qs + h * hd);
-            tile.out[i] = static_cast<char*>(out.data) + (r * os + h * hd) * osize;
-            tile.lse[i] = lse != nullptr ? lse + h * n + r : nullptr;
-            tile.pos[i] = static_cast<float>(pos + r);
-          }
-          // Same bits either way (attention_decode_impl.h); few rows go faster by row.
-          if (lanes <= attention_internal::kDecodeRows) {
-            fns.decode(tile, CarveDecode(ctx, t, hd));
-          } else {
-            fns.fwd(tile, CarveFwd(ctx, t, hd));
-          }
-        });
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const AttentionDecodeRun& run = runs[i];
+      if (run.n == 0) continue;
+      const int64_t pos = run.pos, n = run.n;
+      const Strides& st = strides[i];
+      const size_t osize = run.out.dtype == DType::kBF16 ? 2 : 4;
+      // Lanes of a kv head: (query head g of its group, new row r) as g * n + r.
+      const int64_t lanes_total = group * n;
+      const int64_t blocks = (pos + n - 1) / kBc + 1;
+      for (int kvh = 0; kvh < nkv; ++kvh) {
+        for (int64_t l0 = 0; l0 < lanes_total; l0 += kBr) {
+          const int lanes = static_cast<int>(std::min<int64_t>(kBr, lanes_total - l0));
+          visit(blocks * lanes, [&](int t) {
+            FwdTile tile;
+            tile.lanes = lanes;
+            tile.head_dim = hd;
+            tile.causal = true;
+            tile.in_bf16 = run.q.dtype == DType::kBF16;
+            tile.out_bf16 = run.out.dtype == DType::kBF16;
+            tile.qscale = qscale;
+            auto rows = [&](const AttentionIn& c, int64_t stride) {
+              if (c.pages == nullptr) {
+                return Rows{Offset(c.data, c.dtype, int64_t{kvh} * hd), stride};
+              }
+              return Rows{nullptr, stride, c.pages, c.page_rows, int64_t{kvh} * hd};
+            };
+            tile.k = rows(run.k_cache, st.k);
+            tile.v = rows(run.v_cache, st.v);
+            tile.kv_len = pos + n;
+            for (int r = 0; r < lanes; ++r) {
+              const int64_t lane = l0 + r;
+              const int64_t h = int64_t{kvh} * group + lane / n;
+              const int64_t row = lane % n;
+              tile.q[r] = Offset(run.q.data, run.q.dtype, row * st.q + h * hd);
+              tile.out[r] =
+                  static_cast<char*>(run.out.data) + (row * st.out + h * hd) * osize;
+              tile.lse[r] = run.lse != nullptr ? run.lse + h * n + row : nullptr;
+              tile.pos[r] = static_cast<float>(pos + row);
+            }
+            // Same bits either way (attention_decode_impl.h); few rows go faster by row.
+            if (lanes <= attention_internal::kDecodeRows) {
+              fns.decode(tile, CarveDecode(ctx, t, hd));
+            } else {
+              fns.fwd(tile, CarveFwd(ctx, t, hd));
+            }
+          });
+        }
       }
     }
   });
