@@ -153,20 +153,23 @@ int64_t GemmFp8KBlock(Isa isa, const Fp8Operand& a, const Fp8Operand& b,
                       Fp8Decode decode = Fp8Decode::kBf16);
 
 // An FP8 B kept for many GemmFp8 calls (a model's quantized weights while it
-// decodes, one row or a few per call): a copy of its codes and scales and, on
-// the SIMD tiers, its panels decoded as GemmFp8 packs them for ctx's tier, the
-// `decode` format and A operands scaled as `a_like` is (its scaling, block and
-// so the K block of the order; its data is not read). GemmFp8 with it gives
-// the bits of GemmFp8 on the original operands without decoding all of B in
-// every call (for a few rows on AVX-512 with AVX512_VBMI, from codes laid
-// out to be streamed once and decoded in registers: the same bits). Nothing
-// of the original is kept: pack again after it changes.
+// decodes, one row or a few per call): its scales and, on the SIMD tiers,
+// its panels decoded as GemmFp8 packs them for ctx's tier, the `decode`
+// format and A operands scaled as `a_like` is (its scaling, block and so the
+// K block of the order; its data is not read); the scalar tier keeps a copy
+// of the codes. GemmFp8 with it gives the bits of GemmFp8 on the original
+// operands without decoding all of B in every call (for a few rows, where
+// the panels would outgrow the caches, from the codes laid out to be
+// streamed once and decoded in registers: the same bits). Nothing of the
+// original is kept: pack again after it changes.
 class PackedFp8B {
  public:
-  // Whether calls of a few rows stream B's codes (where the CPU can): kAuto
-  // where the decoded panels would not stay in the L2 caches (there the
-  // panels are faster; from 5 rows, where they would not stay in any cache),
-  // kAlways wherever the CPU can (up to 8 rows), kNever.
+  // Whether calls of a few rows stream B's codes: kAuto where the decoded
+  // panels would not stay in the L2 caches (within them the panels are
+  // faster; from 5 rows only for panels of over 64 MiB), kAlways wherever the
+  // stream can be used (up to 8 rows), kNever. The stream needs the AVX2
+  // tier, or AVX-512 with AVX512_VBMI; K blocks of at least 32 (even, on
+  // AVX-512), K up to 16384, and no NaN code in B.
   enum class Streaming : uint8_t { kAuto, kAlways, kNever };
   PackedFp8B() = default;
   // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).
@@ -183,7 +186,7 @@ class PackedFp8B {
   PackedFp8B& operator=(const PackedFp8B&) = delete;
   // B's layout (the recipe may store it either way).
   Trans trans_b() const { return args_.trans_b; }
-  // The copy and the decoded panels.
+  // Everything it keeps (codes or panels, scales, the stream).
   int64_t bytes() const;
   // Whether calls of m rows stream B's codes (else they read the panels).
   bool Streams(int64_t m) const;
@@ -201,9 +204,9 @@ class PackedFp8B {
   std::vector<float> scales_;
   std::vector<uint8_t> e8m0_;
   AlignedBuffer packed_;  // the SIMD tiers' decoded panels
-  // For calls of a few rows on AVX-512 with AVX512_VBMI, B laid out to be
-  // streamed and decoded in registers, a byte a weight (empty elsewhere;
-  // the layout is gemm_internal::Fp8StreamB's).
+  // For calls of a few rows, B laid out to be streamed and decoded in
+  // registers, a byte a weight (empty where not used; the layout is
+  // gemm_internal::Fp8StreamB's for the tier).
   AlignedBuffer stream_codes_;
   std::vector<uint16_t> stream_words_;
   std::vector<uint8_t> stream_e8m0_;

@@ -225,6 +225,7 @@ TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
     // (a half k-pair at its end), several strips a thread, up to 8 rows.
     Check(cs, 2, 300, 301);
     Check(cs, 8, 130, 257);
+    Check(cs, 8, 1100, 160);  // over 2^18 multiply-adds: 2 threads split the strips
   }
 }
 

@@ -122,6 +122,8 @@ kernels::AttentionIn Decoder::CacheIn(int layer, int kv, int64_t seq) {
   if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row};
   std::vector<const void*>& ptrs = page_ptrs_[kv];  // capacity reserved: no allocation
   const size_t first = ptrs.size();
+  // Within the capacity, so the step's earlier runs keep their tables.
+  CHECK_LE(first + tables_[seq].size(), ptrs.capacity()) << "decoder: page tables overflow";
   for (const int32_t page : tables_[seq]) ptrs.push_back(Page(page, layer, kv));
   return {nullptr, dt, row, ptrs.data() + first, page_rows_};
 }

@@ -101,7 +101,8 @@ class Decoder {
   template <typename A>
   A* CacheRow(int layer, int kv, int64_t seq, int64_t pos);
   // The kernel's view of a sequence's cache. Paged: appends the sequence's
-  // page table to page_ptrs_[kv] (cleared once a step) and points into it.
+  // page table to page_ptrs_[kv] (cleared for each layer's attention) and
+  // points into it.
   template <typename A>
   kernels::AttentionIn CacheIn(int layer, int kv, int64_t seq);
   // Paged: pages for positions [from, to) of seq, each writable (not shared).
@@ -126,7 +127,7 @@ class Decoder {
   std::vector<std::vector<int32_t>> tables_;  // [S]
   std::vector<int32_t> refs_;                 // [pages]
   std::vector<int32_t> free_;
-  std::vector<const void*> page_ptrs_[2];     // a step's K and V page tables, run after run
+  std::vector<const void*> page_ptrs_[2];     // a layer's K and V page tables, run after run
   std::vector<kernels::AttentionDecodeRun> decode_runs_;  // a step's attention, per sequence
   Arena arena_;
   Scratch<float> scratch_f32_;

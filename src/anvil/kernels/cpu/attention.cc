@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/check.h"
@@ -351,14 +350,21 @@ void AttentionDecodeBatch(const KernelCtx& ctx, const AttentionDims& dims,
   const int nh = dims.num_heads;
   const int nkv = dims.num_kv_heads;
   const int hd = dims.head_dim;
-  // Each run's strides, checked.
+  // Each run's operands, checked (their strides are found again per run below).
+  auto cache_data = [](const AttentionIn& c) { return c.pages != nullptr ? c.pages : c.data; };
   struct Strides {
     int64_t q, k, v, out;
   };
-  std::vector<Strides> strides(runs.size());
-  auto cache_data = [](const AttentionIn& c) { return c.pages != nullptr ? c.pages : c.data; };
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const AttentionDecodeRun& run = runs[i];
+  auto strides_of = [&](const AttentionDecodeRun& run) {
+    return Strides{
+        .q = CheckOperand("q", run.q.data, run.q.dtype, run.q.row_stride, nh, hd),
+        .k = CheckOperand("k_cache", cache_data(run.k_cache), run.k_cache.dtype,
+                          run.k_cache.row_stride, nkv, hd),
+        .v = CheckOperand("v_cache", cache_data(run.v_cache), run.v_cache.dtype,
+                          run.v_cache.row_stride, nkv, hd),
+        .out = CheckOperand("out", run.out.data, run.out.dtype, run.out.row_stride, nh, hd)};
+  };
+  for (const AttentionDecodeRun& run : runs) {
     CHECK(run.pos >= 0 && run.n >= 0 && run.pos + run.n < kMaxSeqLen)
         << "attention: decode pos/n out of range";
     if (run.n == 0) continue;
@@ -369,24 +375,17 @@ void AttentionDecodeBatch(const KernelCtx& ctx, const AttentionDims& dims,
     }
     CHECK(run.k_cache.dtype == run.q.dtype && run.v_cache.dtype == run.q.dtype)
         << "attention: q and the caches must share a dtype";
-    strides[i] = {
-        .q = CheckOperand("q", run.q.data, run.q.dtype, run.q.row_stride, nh, hd),
-        .k = CheckOperand("k_cache", cache_data(run.k_cache), run.k_cache.dtype,
-                          run.k_cache.row_stride, nkv, hd),
-        .v = CheckOperand("v_cache", cache_data(run.v_cache), run.v_cache.dtype,
-                          run.v_cache.row_stride, nkv, hd),
-        .out = CheckOperand("out", run.out.data, run.out.dtype, run.out.row_stride, nh, hd)};
+    strides_of(run);
   }
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
   const TierFns& fns = TierFor(ctx.isa());
   const int group = nh / nkv;
 
   RunBalanced(ctx, [&](auto&& visit) {
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const AttentionDecodeRun& run = runs[i];
+    for (const AttentionDecodeRun& run : runs) {
       if (run.n == 0) continue;
       const int64_t pos = run.pos, n = run.n;
-      const Strides& st = strides[i];
+      const Strides st = strides_of(run);
       const size_t osize = run.out.dtype == DType::kBF16 ? 2 : 4;
       // Lanes of a kv head: (query head g of its group, new row r) as g * n + r.
       const int64_t lanes_total = group * n;

@@ -114,8 +114,8 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   const Blocking& bl = BlockingFor(tier, bf16_in);
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
-  // FP8 always takes the packed path (the streaming one reads f32/bf16 B).
-  // B packed already: used unless one streaming pass over B would do.
+  // B packed already: used unless one streaming pass over B would do (FP8:
+  // over B's codes laid out for it, PackedFp8B's stream).
   if (packed_b != nullptr &&
       !(gemm_internal::StreamsB(p, bl) && p.m <= gemm_internal::kDecodeChunkRows)) {
     p.packed_b = packed_b;
@@ -183,6 +183,13 @@ void CheckFp8(const GemmArgs& g, const Fp8Operand& a, const Fp8Operand& b, bool 
   }
   CHECK(!(BlockScaled(a) && BlockScaled(b)) || a.block == b.block)
       << "GemmFp8: A's and B's scale blocks differ along K (" << a.block << " vs " << b.block << ")";
+}
+
+// The byte of column c (< kStreamPairCols), row half h, within a line of
+// the AVX-512 stream layout (gemm_internal.h's Fp8StreamB): where the
+// kernel's byte unpacks (gemm_avx512_fp8_decode.cc) take it from.
+int64_t StreamBytePos(int64_t c, int64_t h) {
+  return c < 16 ? 16 * (c / 4) + 2 * (c % 4) + h : 16 * ((c - 16) / 4) + 8 + 2 * (c % 4) + h;
 }
 
 // gemm_fp8.h's helpers for this (baseline) unit, on a tier type of its own:
@@ -351,7 +358,7 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   tier_ = TierFor(ctx.isa(), f.decode_bf16);
   if (tier_ == Isa::kScalar) {  // reads the codes
     packed_ = AlignedBuffer();
-    stream_codes_ = AlignedBuffer();
+    LayOutStream(f, Streaming::kNever);  // none
     return;
   }
   Problem p = Normalize(args_, f.decode_bf16, false, nullptr, codes_.data(), nullptr);
@@ -428,7 +435,7 @@ void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming stre
     uint8_t* strip = out + (j / kStrip) * lines * line_bytes;
     const int64_t c = j % kStrip;
     for (int64_t kk = 0; kk < k; ++kk) {
-      const int64_t pos = pairs ? (kk / 2) * 64 + gemm_internal::StreamBytePos(c, kk % 2)
+      const int64_t pos = pairs ? (kk / 2) * 64 + StreamBytePos(c, kk % 2)
                                 : kk * kStrip + c;
       strip[pos] = trans ? codes_[j * k + kk] : codes_[kk * n + j];
     }

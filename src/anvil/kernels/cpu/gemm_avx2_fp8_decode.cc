@@ -19,6 +19,8 @@
 // the L2).
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "anvil/kernels/cpu/gemm_avx2.h"
 #include "anvil/kernels/cpu/gemm_fp8.h"
 
@@ -96,7 +98,9 @@ void Strip(const Job& j, int64_t s, int64_t i0) {
         stop = Min(stop, (mb + 1) * j.mx_block);
       }
       for (; r < stop; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(strip + (r + kPrefetchLines) * kStrip),
+        // An address computed as an integer: past the stream's end it is no pointer into it.
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(strip + r * kStrip) +
+                                                   kPrefetchLines * kStrip),
                      _MM_HINT_T0);
         __m256 v0, v1;
         DecodeLine<kE5M2>(strip + r * kStrip, v0, v1);

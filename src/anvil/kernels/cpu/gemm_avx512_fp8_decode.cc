@@ -25,7 +25,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
-#include <cstring>
+#include <cstdint>
 
 #include "anvil/kernels/cpu/gemm_avx512.h"
 #include "anvil/kernels/cpu/gemm_fp8.h"
@@ -122,6 +122,12 @@ constexpr int64_t kPrefetchLines = 64;
 
 using Job = Fp8StreamCall;
 
+// Prefetches `ahead` bytes past p (into L1), an address computed as an
+// integer: past the end of the stream it is not a pointer into it.
+[[gnu::always_inline]] inline void Prefetch(const uint8_t* p, int64_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + ahead), _MM_HINT_T0);
+}
+
 // Line r of NS strips into the sums (kHasOdd: row 2r + 1 < k).
 template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
 [[gnu::always_inline]] inline void Line(const Job& j, const Tables& t, const uint8_t* const* strip,
@@ -130,7 +136,7 @@ template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
 #pragma GCC unroll 4
   for (int s = 0; s < NS; ++s) {
     __m512i w[2];
-    _mm_prefetch(reinterpret_cast<const char*>(strip[s] + (r + kPrefetchLines) * 64), _MM_HINT_T0);
+    Prefetch(strip[s] + r * 64, kPrefetchLines * 64);
     DecodeLine(strip[s] + r * 64, t, w[0], w[1]);
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v) {

@@ -17,9 +17,10 @@ namespace anvil::kernels::gemm_internal {
 // all K (read front to back); past k or n, code 0 (+0 in both formats):
 //   AVX-512 (kStreamPairCols): strip s holds ceil(k / 2) lines of 64 bytes,
 //            line r the codes of rows (2r, 2r + 1), column c (of the strip)
-//            at byte StreamBytePos(c, h) (h: 0 for row 2r, 1 for 2r + 1), so
-//            that the byte unpacks give each column's (2r, 2r + 1) pair as
-//            one 32-bit word, columns in order;
+//            at byte 16 (c / 4) + 2 (c % 4) + h for c < 16, 16 ((c - 16) / 4)
+//            + 8 + 2 (c % 4) + h for the others (h: 0 for row 2r, 1 for
+//            2r + 1), so that the byte unpacks give each column's (2r, 2r + 1)
+//            pair as one 32-bit word, columns in order;
 //   AVX2 (kStreamRowCols): strip s holds k lines of 16 bytes, line r the
 //            codes of row r, columns in order.
 //   words:   AVX-512: [256] each code's decoded word: bf16 bits (bf16
@@ -31,6 +32,7 @@ namespace anvil::kernels::gemm_internal {
 //   factors: block scaling: per strip, per K block, its columns' factors
 //            (Fp8Pack::Factor's; [strips][ceil(k / kblock)][strip_cols], 64-byte aligned).
 struct Fp8StreamB {
+  // Threads split N in whole register tiles (Blocking::nr): a strip is one.
   static constexpr int64_t kStreamPairCols = 32;
   static constexpr int64_t kStreamRowCols = 16;
   const uint8_t* codes;
@@ -40,10 +42,6 @@ struct Fp8StreamB {
   int64_t strip_cols;
   int64_t max_rows;  // calls of up to this many rows stream (PackedFp8B's choice)
 };
-// The byte of column c (< kStreamPairCols), row half h, within an AVX-512 line.
-constexpr int64_t StreamBytePos(int64_t c, int64_t h) {
-  return c < 16 ? 16 * (c / 4) + 2 * (c % 4) + h : 16 * ((c - 16) / 4) + 8 + 2 * (c % 4) + h;
-}
 
 // GemmFp8's operands with what the packers and the block epilogue need: each
 // format's 256 decoded values, and the K block of the summation order.
@@ -124,6 +122,11 @@ inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 32};
 inline constexpr Blocking kAvx2{6, 16, 256, 16};
 // Portable: a row at a time over 64-column strips; kc as AVX2.
 inline constexpr Blocking kScalar{1, 64, 256, 0};
+// The FP8 streams' strips are whole partition units (two threads never
+// share one: each strip's C columns are one thread's).
+static_assert(kAvx512F32.nr == Fp8StreamB::kStreamPairCols &&
+              kAvx512Bf16.nr == Fp8StreamB::kStreamPairCols &&
+              kAvx2.nr == Fp8StreamB::kStreamRowCols);
 
 // The streaming (decode) path holds up to kDecodeChunkRows rows in its
 // register strips; up to a tier's decode_max_m rows it runs them in chunks
@@ -151,7 +154,8 @@ inline constexpr int64_t kFp8StreamMinPanelBytes = int64_t{4} << 20;
 // FP8 220 / 205, MXFP8 176 / 215; the AVX2 tier 122 / 122 and 99 / 159), and
 // from DRAM streaming wins again (131072 x 4096, 8 rows: AVX-512 207 / -,
 // AVX2 117 / 76 and 99 / 83). So more than kFp8StreamFewRows rows stream
-// only past this many bytes of panels, beyond the caches.
+// only past this many bytes of panels (chosen between the 9 MiB where the
+// panels won and the 512 MiB where the stream did; see PERFORMANCE.md).
 inline constexpr int64_t kFp8StreamFewRows = 4;
 inline constexpr int64_t kFp8StreamManyRowsMinPanelBytes = int64_t{64} << 20;
 
