@@ -150,14 +150,15 @@ inline constexpr int64_t kFp8StreamMinBlock = 32;
 inline constexpr int64_t kFp8StreamMinPanelBytes = int64_t{4} << 20;
 // Up to 4 rows streaming wins past that; from 5 rows (MXFP8 most: its factors
 // are multiplied in again for every row pass) the panels keep up while they
-// come from L3 (3072 x 768, 9 MiB, 8 rows, GFLOP/s stream / panels: AVX-512
-// FP8 220 / 205, MXFP8 176 / 215; the AVX2 tier 122 / 122 and 99 / 159), and
-// from DRAM streaming wins again (131072 x 4096, 8 rows: AVX-512 207 / -,
-// AVX2 117 / 76 and 99 / 83). So more than kFp8StreamFewRows rows stream
-// only past this many bytes of panels (chosen between the 9 MiB where the
-// panels won and the 512 MiB where the stream did; see PERFORMANCE.md).
+// stay in a cache near enough, so more than kFp8StreamFewRows rows stream
+// only past a tier's size of panels. 8 rows, GFLOP/s stream / panels (FP8,
+// MXFP8): AVX-512 at 9 MiB 220 / 205 and 176 / 215, at 32 MiB 271 / 213 and
+// 228 / 223, at 256 MiB 251 / 86 and 215 / 83; the AVX2 tier at 9 MiB 122 /
+// 122 and 99 / 159, at 64 MiB 135 / 150 and 106 / 142, at 256 MiB 136 / 68
+// and 106 / 66.
 inline constexpr int64_t kFp8StreamFewRows = 4;
-inline constexpr int64_t kFp8StreamManyRowsMinPanelBytes = int64_t{64} << 20;
+inline constexpr int64_t kFp8StreamManyRowsMinPanelBytesAvx512 = int64_t{16} << 20;
+inline constexpr int64_t kFp8StreamManyRowsMinPanelBytesAvx2 = int64_t{128} << 20;
 
 // Whether `p` takes the streaming path on a tier with blocking `bl`.
 // (Defined in gemm.cc, the baseline unit: no inline functions here.)
