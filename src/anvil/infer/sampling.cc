@@ -28,36 +28,24 @@ void Sampler::Distribution(std::span<const float> logits) {
   auto better = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
+  order_.resize(v);
+  for (int32_t i = 0; i < v; ++i) order_[i] = i;
   const bool top_k = !config_.greedy && config_.top_k > 0 && config_.top_k < v;
   const bool top_p = !config_.greedy && config_.top_p < 1;
   const int32_t k = top_k ? config_.top_k : v;
-  // A draw from the whole vocabulary walks the tokens in id order: no order_.
-  in_id_order_ = !config_.greedy && !top_k && !top_p;
   int32_t best = 0;
-  if (in_id_order_) {
-    // The best one only shifts the exponentials: the first of the largest
-    // (better's pick: a later token never wins a tie).
-    float largest = logits[0];
-    for (int32_t i = 1; i < v; ++i) {
-      if (logits[i] > largest) {
-        largest = logits[i];
-        best = i;
-      }
-    }
+  if (top_k || top_p) {
+    // Truncation keeps the likeliest tokens: walk them sorted.
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
   } else {
-    order_.resize(v);
-    for (int32_t i = 0; i < v; ++i) order_[i] = i;
-    if (top_k || top_p) {
-      // Truncation keeps the likeliest tokens: walk them sorted.
-      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
-    } else {  // greedy: its pick first, the rest in id order
-      for (int32_t i = 1; i < v; ++i) {
-        if (better(i, best)) best = i;
-      }
-      std::swap(order_[0], order_[best]);
+    // Greedy, or the whole vocabulary: no order needed (a draw walks the
+    // tokens in id order); the best one only shifts the exponentials.
+    for (int32_t i = 1; i < v; ++i) {
+      if (better(i, best)) best = i;
     }
-    order_.resize(k);
+    if (config_.greedy) std::swap(order_[0], order_[best]);  // its pick
   }
+  order_.resize(k);
   // Softmax of logits / temperature over the kept tokens, in double.
   probs_.resize(k);
   cumulative_.resize(k);
@@ -65,7 +53,7 @@ void Sampler::Distribution(std::span<const float> logits) {
   const double top = logits[top_k || top_p ? order_[0] : best] * inv_t;
   double sum = 0;
   for (int32_t i = 0; i < k; ++i) {
-    probs_[i] = std::exp(logits[in_id_order_ ? i : order_[i]] * inv_t - top);
+    probs_[i] = std::exp(logits[order_[i]] * inv_t - top);
     sum += probs_[i];
     cumulative_[i] = sum;
   }
@@ -103,15 +91,11 @@ Sampled Sampler::Sample(std::span<const float> logits, uint32_t request, uint32_
     }
     chosen = std::min(chosen, keep_ - 1);
   }
-  return {in_id_order_ ? chosen : order_[chosen], std::log(probs_[chosen] / kept_)};
+  return {order_[chosen], std::log(probs_[chosen] / kept_)};
 }
 
 double Sampler::LogProb(std::span<const float> logits, int32_t token) {
   Distribution(logits);
-  if (in_id_order_) {
-    if (token >= 0 && token < keep_) return std::log(probs_[token] / kept_);
-    return -std::numeric_limits<double>::infinity();
-  }
   for (int32_t i = 0; i < keep_; ++i) {
     if (order_[i] == token) return std::log(probs_[i] / kept_);
   }

@@ -54,14 +54,12 @@ class Sampler {
   double LogProb(std::span<const float> logits, int32_t token);
 
  private:
-  // The kept tokens (in id order for a draw from the whole vocabulary,
-  // in_id_order_; else order_[0, keep_): best first when truncated, or in id
+  // The kept tokens (order_[0, keep_): best first when truncated, else in id
   // order with greedy's pick swapped to the front), their unnormalized
   // probabilities probs_ and its running sums cumulative_ (mass kept_).
   void Distribution(std::span<const float> logits);
 
   SamplingConfig config_;
-  bool in_id_order_ = false;
   std::vector<int32_t> order_;
   std::vector<double> probs_;
   // cumulative_[i] = ((probs_[0] + probs_[1]) + ...) + probs_[i], in that
