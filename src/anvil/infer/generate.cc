@@ -115,7 +115,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   r.prefill_seconds = watch.Seconds();
   watch.Reset();
   std::span<const float> last(logits.data() + (prompt.size() - 1) * mc.vocab_size, mc.vocab_size);
-  Sampler sampler(options.sampling);
+  Sampler sampler(options.sampling, ctx.isa());
   r.stop_reason = "max_new";
   for (int64_t i = 0; i < options.max_new; ++i) {
     const int32_t next = sampler.Sample(last, static_cast<uint64_t>(i));

@@ -79,7 +79,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   const int64_t slots = options_.max_batch;
   std::vector<int64_t> in_slot(slots, -1);  // the sample a cache slot decodes, -1: free
   std::vector<float> logits(static_cast<size_t>(std::max(slots, max_len) * vocab));
-  samplers_.resize(std::max(1, ctx.threads()), Sampler(options_.sampling));
+  samplers_.resize(std::max(1, ctx.threads()), Sampler(options_.sampling, ctx.isa()));
   // The token of sample i at its next position, from `row` (any thread's
   // sampler: the draw is addressed, not sequenced).
   auto draw = [&](int64_t i, std::span<const float> row, Sampler& sampler) {
@@ -233,7 +233,7 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
   }
   std::vector<int32_t> tokens;
   std::vector<float> logits(static_cast<size_t>(rows_per_call * t_len * vocab));
-  std::vector<Sampler> samplers(std::max(1, ctx.threads()), Sampler(sampling));
+  std::vector<Sampler> samplers(std::max(1, ctx.threads()), Sampler(sampling, ctx.isa()));
   std::vector<std::vector<double>> out(samples.size());
   for (size_t first = 0; first < samples.size(); first += rows_per_call) {
     const int64_t rows = std::min<int64_t>(rows_per_call, samples.size() - first);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "anvil/kernels/exp_sums.h"
+
 namespace anvil::infer {
 
 Status SamplingConfig::Validate() const {
@@ -21,7 +23,7 @@ Status SamplingConfig::Validate() const {
   return Status::Ok();
 }
 
-Sampler::Sampler(const SamplingConfig& config) : config_(config) {}
+Sampler::Sampler(const SamplingConfig& config, Isa isa) : config_(config), isa_(isa) {}
 
 void Sampler::Distribution(std::span<const float> logits) {
   const int32_t v = static_cast<int32_t>(logits.size());
@@ -46,20 +48,24 @@ void Sampler::Distribution(std::span<const float> logits) {
     if (config_.greedy) std::swap(order_[0], order_[best]);  // its pick
   }
   order_.resize(k);
-  // Softmax of logits / temperature over the kept tokens, in double.
+  // Softmax of logits / temperature over the kept tokens, in double: their
+  // exponentials and running sums (kernels::ExpRunningSums), over the logits
+  // themselves when the order is id order, else gathered in the kept order.
   probs_.resize(k);
   cumulative_.resize(k);
   const double inv_t = config_.greedy ? 1.0 : 1.0 / config_.temperature;
   const double top = logits[top_k || top_p ? order_[0] : best] * inv_t;
-  double sum = 0;
-  for (int32_t i = 0; i < k; ++i) {
-    probs_[i] = std::exp(logits[order_[i]] * inv_t - top);
-    sum += probs_[i];
-    cumulative_[i] = sum;
+  const float* kept_logits = logits.data();
+  if (top_k || top_p || config_.greedy) {
+    gathered_.resize(k);
+    for (int32_t i = 0; i < k; ++i) gathered_[i] = logits[order_[i]];
+    kept_logits = gathered_.data();
   }
+  kernels::ExpRunningSums(isa_, k, kept_logits, inv_t, top, probs_.data(), cumulative_.data());
   // Top-p: the shortest prefix (by descending probability) with mass >= p.
   keep_ = k;
   if (top_p) {
+    const double sum = cumulative_[k - 1];
     double mass = 0;
     for (int32_t i = 0; i < k; ++i) {
       mass += probs_[i] / sum;

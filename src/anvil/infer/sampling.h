@@ -12,13 +12,16 @@
 // it was drawn from: softmax(logits / temperature) over the tokens top-k and
 // top-p keep, renormalized (-inf outside them); greedy reports the plain
 // softmax's (temperature 1, every token). LogProb recomputes it from logits
-// through the same arithmetic, so equal logits give equal bits.
+// through the same arithmetic, so equal logits give equal bits. The
+// exponentials and their running sums are kernels::ExpRunningSums: the same
+// bits on every SIMD tier and build, so the tier only sets the speed.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "anvil/core/cpu_features.h"
 #include "anvil/core/rng.h"
 #include "anvil/core/status.h"
 
@@ -41,7 +44,8 @@ struct Sampled {
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingConfig& config);
+  // `isa` only chooses the speed: every tier draws the same tokens.
+  explicit Sampler(const SamplingConfig& config, Isa isa = BestIsa());
   // The token at generated position `position` of sample `sample` of
   // request `request`, from logits [V].
   Sampled Sample(std::span<const float> logits, uint32_t request, uint32_t sample,
@@ -60,7 +64,9 @@ class Sampler {
   void Distribution(std::span<const float> logits);
 
   SamplingConfig config_;
+  Isa isa_;
   std::vector<int32_t> order_;
+  std::vector<float> gathered_;  // the kept tokens' logits, when not in id order
   std::vector<double> probs_;
   // cumulative_[i] = ((probs_[0] + probs_[1]) + ...) + probs_[i], in that
   // order: the sums a draw walks, found by binary search instead of added

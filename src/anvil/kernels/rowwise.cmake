@@ -1,4 +1,4 @@
-# Row-wise kernel families (norm, rope, act, xent, embedding, optim, quant) and the
+# Row-wise kernel families (norm, rope, act, xent, embedding, optim, quant, exp_sums) and the
 # shared SIMD wrapper cpu/simd.h. Each family: <family>.h (API), ref/ (double
 # oracle), cpu/<family>.cc (checks, threads, portable tier) and one TU per ISA.
 set(ANVIL_ROWWISE_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -40,5 +40,7 @@ anvil_rowwise_family(xent)       # fused softmax cross-entropy
 anvil_rowwise_family(embedding)  # token embedding gather / scatter-add
 anvil_rowwise_family(optim)      # AdamW
 anvil_rowwise_family(quant)      # FP8 amax, scales and casts (tensorwise, blockwise, MX)
-# AdamW's test compares bitwise with a plain f32 loop: no contraction there either.
-anvil_rowwise_exact_fp(${ANVIL_ROWWISE_DIR}/optim_test.cc)
+anvil_rowwise_family(exp_sums)   # the sampler's softmax: e^x in double and running sums
+# AdamW's test compares bitwise with a plain f32 loop, exp_sums' with the scalar
+# restatement it includes: no contraction there either.
+anvil_rowwise_exact_fp(${ANVIL_ROWWISE_DIR}/optim_test.cc ${ANVIL_ROWWISE_DIR}/exp_sums_test.cc)

@@ -1,0 +1,30 @@
+// The sampler's softmax numerators in double and their running sums, with the
+// same bits on every tier and every build (native or portable):
+//   weights[i] = ExpF64(fma(double(x[i]), scale, -shift))
+//   sums[i]    = ((weights[0] + weights[1]) + ...) + weights[i]   (in order)
+// ExpF64 is e^x in double by the algorithm of glibc's exp since 2.28 (from
+// Arm's optimized-routines: a 128-entry 2^(k/128) table and a degree-5
+// polynomial, < 0.52 ulp), every operation and fusion of its x86-64 FMA build
+// written out, so on an FMA machine it returns the bits std::exp returns there
+// (exp_sums_test checks them against each other), without depending on the
+// libm it runs with. The SIMD tiers evaluate it 4 (AVX2) or 8 (AVX-512) lanes
+// at a time; the running sums stay one chain, element after element.
+//
+// Special values follow e^x: -inf and x < -745.2 -> +0, x > 709.8 and +inf ->
+// +inf, NaN -> NaN; results below 2^-1022 are subnormal, rounded once.
+#pragma once
+
+#include <cstdint>
+
+#include "anvil/core/cpu_features.h"
+
+namespace anvil::kernels {
+
+double ExpF64(double x);
+
+// One row on the calling thread. weights and sums hold n doubles; x, weights
+// and sums do not overlap. n >= 0.
+void ExpRunningSums(Isa isa, int64_t n, const float* x, double scale, double shift, double* weights,
+                    double* sums);
+
+}  // namespace anvil::kernels
