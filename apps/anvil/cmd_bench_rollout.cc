@@ -90,6 +90,16 @@ int Run(const BenchRolloutOptions& o) {
                                  .eos = -1,
                                  .sampling = {.temperature = 1.0, .top_k = 0, .top_p = 1.0},
                                  .page_rows = o.page_rows});
+    // One untimed batch first, as the peer warms up: the engine's pages
+    // (KV cache, logits, packed weights) are touched once, as in an RL run
+    // that generates with one engine every step.
+    const std::vector<std::vector<int32_t>> warm(
+        prompts.begin(), prompts.begin() + std::min<int64_t>(static_cast<int64_t>(prompts.size()),
+                                                             (batch + o.samples - 1) / o.samples));
+    if (auto w = engine.Generate(*m->ctx, warm); !w.ok()) {
+      fmt::print(stderr, "anvil bench rollout: {}\n", w.status().ToString());
+      return 1;
+    }
     infer::RolloutStats stats;
     auto r = engine.Generate(*m->ctx, prompts, &stats);
     if (!r.ok()) {

@@ -78,7 +78,10 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   }
   const int64_t slots = options_.max_batch;
   std::vector<int64_t> in_slot(slots, -1);  // the sample a cache slot decodes, -1: free
-  std::vector<float> logits(static_cast<size_t>(std::max(slots, max_len) * vocab));
+  // Kept across calls (an RL run generates every step): its pages are
+  // touched once, not every call.
+  logits_.resize(static_cast<size_t>(std::max(slots, max_len) * vocab));
+  const std::span<float> logits(logits_);
   samplers_.resize(std::max(1, ctx.threads()), Sampler(options_.sampling, ctx.isa()));
   // The token of sample i at its next position, from `row` (any thread's
   // sampler: the draw is addressed, not sequenced).

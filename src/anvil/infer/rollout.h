@@ -108,6 +108,7 @@ class RolloutEngine {
   std::unique_ptr<model::PackedLinear> packed_;  // pack_weights: before decoder_, which reads it
   model::Decoder decoder_;
   std::vector<Sampler> samplers_;  // one per thread: rows are sampled in parallel
+  std::vector<float> logits_;      // a call's logits rows, reused by the next call
 };
 
 // The log-probability of every completion token of each sample after its
