@@ -24,8 +24,7 @@ RolloutEngine::RolloutEngine(const model::ForwardWeights& model, const RolloutOp
       decoder_(model, options.max_batch + (options.page_rows > 0 ? 1 : 0), model.config.max_seq_len,
                std::max(options.max_batch, model.config.max_seq_len),
                packed_ != nullptr ? packed_.get() : options.linear,
-               {.page_rows = options.page_rows}),
-      samplers_(1, Sampler(options.sampling)) {}
+               {.page_rows = options.page_rows}) {}
 
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,

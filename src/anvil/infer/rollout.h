@@ -108,7 +108,9 @@ class RolloutEngine {
   std::unique_ptr<model::PackedLinear> packed_;  // pack_weights: before decoder_, which reads it
   model::Decoder decoder_;
   std::vector<Sampler> samplers_;  // one per thread: rows are sampled in parallel
-  std::vector<float> logits_;      // a call's logits rows, reused by the next call
+  // A call's logits rows, kept for the next call (max(max_batch,
+  // max_seq_len) x vocab floats held between calls: 8 MiB on tiny).
+  std::vector<float> logits_;
 };
 
 // The log-probability of every completion token of each sample after its

@@ -8,7 +8,10 @@
 // written out, so on an FMA machine it returns the bits std::exp returns there
 // (exp_sums_test checks them against each other), without depending on the
 // libm it runs with. The SIMD tiers evaluate it 4 (AVX2) or 8 (AVX-512) lanes
-// at a time; the running sums stay one chain, element after element.
+// at a time; the running sums stay one chain, element after element. The
+// scalar tier spells its fused operations std::fma: one instruction in a
+// native build, a libm call in a portable one (software where the CPU has no
+// FMA, so a pre-AVX2 CPU samples slower than with libm's exp).
 //
 // Special values follow e^x: -inf and x < -745.2 -> +0, x > 709.8 and +inf ->
 // +inf, NaN -> NaN; results below 2^-1022 are subnormal, rounded once.

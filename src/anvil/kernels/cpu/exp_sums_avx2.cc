@@ -1,10 +1,8 @@
 // ExpRunningSums, AVX2 tier: ExpF64 four lanes at a time, the operations of
-// ref::ExpF64's fast path in its order (two gathers read the table); lanes
-// outside it (|x| < 2^-54 or >= 512, inf, NaN: rare, the row's maximum once)
-// go through the scalar ExpF64. The running sums stay one scalar chain.
+// ref::ExpF64's fast path in its order (the table read as 16-byte pairs);
+// lanes outside it (|x| < 2^-54 or >= 512, inf, NaN: rare, the row's maximum
+// once) go through the scalar ExpF64. The running sums stay one scalar chain.
 #include <immintrin.h>
-
-#include <algorithm>
 
 #include "anvil/kernels/cpu/exp_sums_internal.h"
 #include "anvil/kernels/exp_sums.h"
@@ -41,7 +39,8 @@ void LookUp(__m256i k, __m256d& tail, __m256i& sbits) {
   sbits = _mm256_unpackhi_epi64(p02, p13);
 }
 
-__m256d Exp4(__m256d x) {
+// Lanes not in `valid` (past the row's end) are computed but never stored.
+__m256d Exp4(__m256d x, int valid) {
   const __m256i top = _mm256_and_si256(_mm256_srli_epi64(_mm256_castpd_si256(x), 52), Set(0x7ff));
   // kTinyTop <= top < kBigTop (the fields are small: signed compares do).
   const __m256i fast_lanes = _mm256_andnot_si256(_mm256_cmpgt_epi64(Set(kTinyTop), top),
@@ -63,7 +62,8 @@ __m256d Exp4(__m256d x) {
   tmp = _mm256_fmadd_pd(_mm256_mul_pd(r2, r2), p45, tmp);
   const __m256d scale = _mm256_castsi256_pd(sbits);
   const __m256d y = _mm256_fmadd_pd(scale, tmp, scale);
-  return fast == 0xf ? y : ExpOutsideFastPath(x, y, fast);
+  const int settled = fast | (~valid & 0xf);
+  return settled == 0xf ? y : ExpOutsideFastPath(x, y, settled);
 }
 
 }  // namespace
@@ -78,33 +78,29 @@ void ExpRunningSumsAvx2(int64_t n, const float* x, double scale, double shift, d
   constexpr int64_t kLag = 256;
   double sum = 0;
   int64_t chained = 0;
-  for (int64_t i = 0; i < n; i += 4) {
-    const int m = static_cast<int>(std::min<int64_t>(4, n - i));
-    __m128 xf;
-    if (m == 4) {
-      xf = _mm_loadu_ps(x + i);
-    } else {  // lanes past the end read -1, which stays on the fast path
-      alignas(16) float xs[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
-      std::copy_n(x + i, m, xs);
-      xf = _mm_load_ps(xs);
-    }
-    const __m256d w = Exp4(_mm256_fmadd_pd(_mm256_cvtps_pd(xf), vscale, vshift));
-    if (m == 4) {
-      _mm256_storeu_pd(weights + i, w);
-    } else {
-      alignas(32) double ws[4];
-      _mm256_store_pd(ws, w);
-      std::copy_n(ws, m, weights + i);
-    }
-    for (; chained < i + m - kLag; ++chained) {
+  auto chain_to = [&](int64_t end) {
+    for (; chained < end; ++chained) {
       sum += weights[chained];
       sums[chained] = sum;
     }
+  };
+  auto exp4 = [&](__m128 xf, int valid) {
+    return Exp4(_mm256_fmadd_pd(_mm256_cvtps_pd(xf), vscale, vshift), valid);
+  };
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    _mm256_storeu_pd(weights + i, exp4(_mm_loadu_ps(x + i), 0xf));
+    chain_to(i + 4 - kLag);
   }
-  for (; chained < n; ++chained) {
-    sum += weights[chained];
-    sums[chained] = sum;
+  if (i < n) {  // the last 1-3 elements
+    const int m = static_cast<int>(n - i);
+    alignas(16) float xs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    alignas(32) double ws[4];
+    for (int j = 0; j < m; ++j) xs[j] = x[i + j];
+    _mm256_store_pd(ws, exp4(_mm_load_ps(xs), (1 << m) - 1));
+    for (int j = 0; j < m; ++j) weights[i + j] = ws[j];
   }
+  chain_to(n);
 }
 
 }  // namespace anvil::kernels::exp_sums_internal

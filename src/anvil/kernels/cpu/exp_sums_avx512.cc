@@ -1,9 +1,7 @@
 // ExpRunningSums, AVX-512 tier: ExpF64 eight lanes at a time, the operations
-// of ref::ExpF64's fast path in its order (two gathers read the table); lanes
-// outside it (|x| < 2^-54 or >= 512, inf, NaN: rare, the row's maximum once)
-// go through the scalar ExpF64. The running sums stay one scalar chain.
-#include <algorithm>
-
+// of ref::ExpF64's fast path in its order (the table read as 16-byte pairs);
+// lanes outside it (|x| < 2^-54 or >= 512, inf, NaN: rare, the row's maximum
+// once) go through the scalar ExpF64. The running sums stay one scalar chain.
 // GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -51,7 +49,8 @@ void LookUp(__m512i k, __m512d& tail, __m512i& sbits) {
   sbits = _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), hi);
 }
 
-__m512d Exp8(__m512d x) {
+// Lanes not in `valid` (past the row's end) are computed but never stored.
+__m512d Exp8(__m512d x, __mmask8 valid) {
   const __m512i top = _mm512_and_si512(_mm512_srli_epi64(_mm512_castpd_si512(x), 52), Set(0x7ff));
   const __mmask8 fast =
       _mm512_cmplt_epu64_mask(_mm512_sub_epi64(top, Set(kTinyTop)), Set(kBigTop - kTinyTop));
@@ -71,7 +70,8 @@ __m512d Exp8(__m512d x) {
   tmp = _mm512_fmadd_pd(_mm512_mul_pd(r2, r2), p45, tmp);
   const __m512d scale = _mm512_castsi512_pd(sbits);
   const __m512d y = _mm512_fmadd_pd(scale, tmp, scale);
-  return fast == 0xff ? y : ExpOutsideFastPath(x, y, fast);
+  const auto settled = static_cast<__mmask8>(fast | ~valid);
+  return settled == 0xff ? y : ExpOutsideFastPath(x, y, settled);
 }
 
 }  // namespace
@@ -86,22 +86,21 @@ void ExpRunningSumsAvx512(int64_t n, const float* x, double scale, double shift,
   constexpr int64_t kLag = 256;
   double sum = 0;
   int64_t chained = 0;
-  for (int64_t i = 0; i < n; i += 8) {
-    const int m = static_cast<int>(std::min<int64_t>(8, n - i));
-    const __mmask8 lanes = static_cast<__mmask8>((1u << m) - 1);
-    // Lanes past the end read -1, which stays on the fast path.
-    const __m256 xf = _mm256_mask_loadu_ps(_mm256_set1_ps(-1.0f), lanes, x + i);
-    const __m512d w = Exp8(_mm512_fmadd_pd(_mm512_cvtps_pd(xf), vscale, vshift));
-    _mm512_mask_storeu_pd(weights + i, lanes, w);
-    for (; chained < i + m - kLag; ++chained) {
+  auto chain_to = [&](int64_t end) {
+    for (; chained < end; ++chained) {
       sum += weights[chained];
       sums[chained] = sum;
     }
+  };
+  for (int64_t i = 0; i < n; i += 8) {
+    const int m = n - i < 8 ? static_cast<int>(n - i) : 8;
+    const auto lanes = static_cast<__mmask8>((1u << m) - 1);
+    const __m256 xf = _mm256_maskz_loadu_ps(lanes, x + i);
+    const __m512d w = Exp8(_mm512_fmadd_pd(_mm512_cvtps_pd(xf), vscale, vshift), lanes);
+    _mm512_mask_storeu_pd(weights + i, lanes, w);
+    chain_to(i + m - kLag);
   }
-  for (; chained < n; ++chained) {
-    sum += weights[chained];
-    sums[chained] = sum;
-  }
+  chain_to(n);
 }
 
 }  // namespace anvil::kernels::exp_sums_internal
