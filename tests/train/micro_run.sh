@@ -18,7 +18,9 @@ micro_data() {
     --val-fraction 0.1 > "$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "prepare"; }
 }
 
-# $work/micro.toml: a 2-layer dim-64 model over $work/data.
+# $work/micro.toml: a 2-layer dim-64 model over $work/data. fp8_decode is
+# pinned: "auto" times the dot products, and two runs on a loaded machine
+# could decode differently (other bits), which the comparisons would report.
 # Usage: micro_toml STEPS EVAL_EVERY WARMUP_STEPS
 micro_toml() {
   cat > "$work/micro.toml" <<TOML
@@ -37,6 +39,7 @@ seq_len = 16
 threads = 1
 eval_every = $2
 eval_batches = 2
+fp8_decode = "bf16"
 [optim]
 lr = 0.01
 warmup_steps = $3
