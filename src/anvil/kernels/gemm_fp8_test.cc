@@ -2,7 +2,8 @@
 // and bf16 C, with and without accumulate, for the recipes' operand layouts (quantized by quant.h):
 // DeepSeek-V3 forward (1x128 rows x 128x128 tiles, B either way round), its
 // weight gradient (1x128 along the token axis on both sides, E5M2 gradient),
-// MXFP8 (E8M0 per 32 on both sides), tensorwise and mixed MX x tensor.
+// MXFP8 (E8M0 per 32 on both sides; also with B blocks scaled near the
+// bottom of E8M0's range), tensorwise and mixed MX x tensor.
 // Against the double oracle (ref/gemm_fp8_ref.h) within a bound derived from
 // the summation (|error| <= (k + 2) u sum |terms|, u = 2^-24, plus bf16's
 // rounding of C), and bitwise: a few rows computed alone equal the same rows
@@ -95,6 +96,11 @@ struct Case {
   int64_t b_block;
   bool trans_b;
   Fp8Format b_format;
+  // B [n, k] with every third block of 32 along K scaled down by 2^-118 (to
+  // 2^-124..2^-112, E8M0 codes 0-7): MX blocks whose factors leave the
+  // bf16-pair stream's exponent shift (ShiftPair) for the multiply, beside
+  // blocks that keep it.
+  bool tiny_b_blocks = false;
 };
 
 const std::vector<Case>& Cases() {
@@ -113,13 +119,21 @@ const std::vector<Case>& Cases() {
        BlockScale::kAmax, 128, true, Fp8Format::kE5M2},
       {"mx x tensor", Layout::kRows, BlockScale::kMxOcp, 32, Layout::kTensor, BlockScale::kAmax,
        128, true, Fp8Format::kE4M3},
+      {"mxfp8, tiny B blocks", Layout::kRows, BlockScale::kMxOcp, 32, Layout::kRows,
+       BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, true},
   };
   return cases;
 }
 
 // One case at one shape: every tier against the oracle; invariances bitwise.
 void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
-  const std::vector<float> xa = Data(m, k, 1), xb = Data(cs.trans_b ? n : k, cs.trans_b ? k : n, 2);
+  const std::vector<float> xa = Data(m, k, 1);
+  std::vector<float> xb = Data(cs.trans_b ? n : k, cs.trans_b ? k : n, 2);
+  if (cs.tiny_b_blocks) {
+    for (size_t i = 0; i < xb.size(); ++i) {
+      if ((static_cast<int64_t>(i) % k) / 32 % 3 == 1) xb[i] = std::ldexp(xb[i], -118);
+    }
+  }
   const Quantized a = Quantize(xa, m, k, cs.a_layout, Fp8Format::kE4M3, cs.a_rule, cs.a_block);
   const Quantized b = Quantize(xb, cs.trans_b ? n : k, cs.trans_b ? k : n, cs.b_layout, cs.b_format,
                                cs.b_rule, cs.b_block);

@@ -48,19 +48,37 @@ __mmask16 Mask16(int64_t n) {
 // The word table's codes 0-127 as byte tables for vpermi2b (low bytes in
 // lo, high bytes in hi); codes 128-255 are their negatives, the sign bit of
 // the high byte (Fp8StreamB: B has no NaN code).
+// shift_lo/shift_hi: the E8M0 codes e for which every non-zero word times
+// 2^(e - 127) stays a normal number (see ShiftPair); empty if none. NaN
+// words are left out (a streamed B holds no NaN code); an infinite one
+// (E5M2) empties the range.
 struct Tables {
   __m512i lo[2], hi[2];
+  int shift_lo = 255, shift_hi = 0;
 };
 Tables LoadTables(const uint16_t* words) {
   alignas(64) uint8_t lo[128], hi[128];
+  int field_min = 255, field_max = 0;  // exponent fields of the non-zero words
+  bool normal = true;
   for (int q = 0; q < 128; ++q) {
     lo[q] = static_cast<uint8_t>(words[q] & 0xFF);
     hi[q] = static_cast<uint8_t>(words[q] >> 8);
+    const int magnitude = words[q] & 0x7FFF;
+    if (magnitude == 0 || magnitude > 0x7F80) continue;  // zero, NaN
+    const int field = magnitude >> 7;
+    normal = normal && field != 0 && field != 0xFF;
+    field_min = field < field_min ? field : field_min;
+    field_max = field > field_max ? field : field_max;
   }
   Tables t;
   for (int i = 0; i < 2; ++i) {
     t.lo[i] = _mm512_load_si512(lo + 64 * i);
     t.hi[i] = _mm512_load_si512(hi + 64 * i);
+  }
+  if (normal && field_max > 0) {
+    // field + e - 127 in [1, 254] for every field; e in [1, 254] (not 2^-127, not NaN).
+    t.shift_lo = 128 - field_min > 1 ? 128 - field_min : 1;
+    t.shift_hi = 381 - field_max < 254 ? 381 - field_max : 254;
   }
   return t;
 }
@@ -115,6 +133,34 @@ __m512i ScalePair(__m512i w, __m512 factor) {
   return _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
 }
 
+// The same pair word as ScalePair when 2^(e - 127) keeps every value normal:
+// a value of at most 8 significant bits times a power of two is exact, and
+// its bf16 bits are the word's with e - 127 added to the exponent field
+// (`shift`, both halves; zeros stay zero). Two instructions, where ScalePair
+// spends some twenty: the bf16-pair MX stream's cost.
+template <bool kHasOdd>
+__m512i ShiftPair(__m512i w, __m512i shift) {
+  const __mmask32 nonzero = _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x7FFF));
+  const __m512i scaled = _mm512_mask_add_epi16(w, nonzero, w, shift);
+  if constexpr (!kHasOdd) return _mm512_and_si512(scaled, _mm512_set1_epi32(0xFFFF));
+  return scaled;
+}
+
+// ShiftPair's shift for 16 E8M0 codes: (e - 127) << 7 in both 16-bit halves.
+__m512i ExponentShift(const uint8_t* e8m0) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e8m0)));
+  const __m512i s = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127)), 7);
+  return _mm512_or_si512(_mm512_and_si512(s, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(s, 16));
+}
+
+// Whether a strip's 32 E8M0 codes of one block all lie in [lo, hi].
+bool AllInRange(const uint8_t* e8m0, int lo, int hi) {
+  const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e8m0));
+  const __mmask32 low = _mm256_cmplt_epu8_mask(e, _mm256_set1_epi8(static_cast<char>(lo)));
+  const __mmask32 high = _mm256_cmpgt_epu8_mask(e, _mm256_set1_epi8(static_cast<char>(hi)));
+  return (low | high) == 0;
+}
+
 // Lines a strip is read ahead of its use (4 KiB), into L1: with it, 1 and 8
 // rows x 32768 x 4096 (128 MiB of codes) ran at 65-70 and 170-180 GFLOP/s
 // instead of 47 and 113 (the hardware prefetcher alone; 16-160 lines tried).
@@ -128,11 +174,19 @@ using Job = Fp8StreamCall;
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + ahead), _MM_HINT_T0);
 }
 
-// Line r of NS strips into the sums (kHasOdd: row 2r + 1 < k).
-template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
+// B's MX scaling in the current block (kMx), per strip and half: the factors,
+// and where every code of the block allows it (`shifts`), ShiftPair's shift.
+template <int NS>
+struct MxBlock {
+  __m512 factor[NS][2];
+  __m512i shift[NS][2];
+};
+
+// Line r of NS strips into the sums (kHasOdd: row 2r + 1 < k; kShift: the
+// block's bf16 pairs scaled by ShiftPair).
+template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd, bool kShift>
 [[gnu::always_inline]] inline void Line(const Job& j, const Tables& t, const uint8_t* const* strip,
-                                        int64_t r, const __m512 (&factor)[NS][2],
-                                        __m512 (&acc)[M][NS][2]) {
+                                        int64_t r, const MxBlock<NS>& mx, __m512 (&acc)[M][NS][2]) {
 #pragma GCC unroll 4
   for (int s = 0; s < NS; ++s) {
     __m512i w[2];
@@ -142,7 +196,8 @@ template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
     for (int v = 0; v < 2; ++v) {
       if constexpr (kBf16) {
         __m512i pair = w[v];
-        if constexpr (kMx) pair = ScalePair<kHasOdd>(pair, factor[s][v]);
+        if constexpr (kMx && kShift) pair = ShiftPair<kHasOdd>(pair, mx.shift[s][v]);
+        if constexpr (kMx && !kShift) pair = ScalePair<kHasOdd>(pair, mx.factor[s][v]);
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
           const __m512i a = _mm512_set1_epi32(static_cast<int>(j.a_pairs[i * ((j.k + 1) / 2) + r]));
@@ -151,8 +206,8 @@ template <int M, int NS, bool kBf16, bool kMx, bool kHasOdd>
       } else {
         __m512 even = EvenRow(w[v]), odd = OddRow(w[v]);
         if constexpr (kMx) {
-          even = _mm512_mul_ps(even, factor[s][v]);
-          odd = _mm512_mul_ps(odd, factor[s][v]);
+          even = _mm512_mul_ps(even, mx.factor[s][v]);
+          odd = _mm512_mul_ps(odd, mx.factor[s][v]);
         }
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
@@ -174,7 +229,7 @@ void Strips(const Job& j, const Tables& t, int64_t s0) {
   const int64_t lines = (j.k + 1) / 2;
   for (int s = 0; s < NS; ++s) strip[s] = j.b->codes + (s0 + s) * lines * 64;
   alignas(64) float run[M][NS][kStrip];  // C's running sums
-  __m512 factor[NS][2];                  // kMx: B's factors of the current MX block
+  MxBlock<NS> mx;                        // kMx: B's scaling in the current MX block
   for (int64_t kb = 0; kb < j.kblocks; ++kb) {
     const int64_t k0 = kb * j.kblock, k1 = Min(k0 + j.kblock, j.k);
     // The sums live in registers: every loop over them is unrolled.
@@ -188,19 +243,31 @@ void Strips(const Job& j, const Tables& t, int64_t s0) {
     // leaves a half line. kMx: in runs of one MX block, each with its factors.
     for (int64_t r = k0 / 2; r < (k1 + 1) / 2;) {
       int64_t stop = (k1 + 1) / 2;
+      bool shifts = false;
       if constexpr (kMx) {
         const int64_t mb = 2 * r / j.mx_block;
+        shifts = kBf16;
         for (int s = 0; s < NS; ++s) {
           const uint8_t* e = j.b->e8m0 + ((s0 + s) * j.mx_blocks + mb) * kStrip;
-          factor[s][0] = Pow2(e);
-          factor[s][1] = Pow2(e + 16);
+          mx.factor[s][0] = Pow2(e);
+          mx.factor[s][1] = Pow2(e + 16);
+          mx.shift[s][0] = ExponentShift(e);
+          mx.shift[s][1] = ExponentShift(e + 16);
+          shifts = shifts && AllInRange(e, t.shift_lo, t.shift_hi);
         }
         stop = Min(stop, (mb + 1) * j.mx_block / 2);
       }
-      for (const int64_t full = Min(stop, k1 / 2); r < full; ++r) {
-        Line<M, NS, kBf16, kMx, true>(j, t, strip, r, factor, acc);
+      auto lines = [&]<bool kShift>() {
+        for (const int64_t full = Min(stop, k1 / 2); r < full; ++r) {
+          Line<M, NS, kBf16, kMx, true, kShift>(j, t, strip, r, mx, acc);
+        }
+        if (r < stop) Line<M, NS, kBf16, kMx, false, kShift>(j, t, strip, r++, mx, acc);
+      };
+      if (shifts) {
+        lines.template operator()<kMx && kBf16>();
+      } else {
+        lines.template operator()<false>();
       }
-      if (r < stop) Line<M, NS, kBf16, kMx, false>(j, t, strip, r++, factor, acc);
     }
     // The block into C's running sums, as the driver puts a block's tile into C.
 #pragma GCC unroll 8
