@@ -101,6 +101,14 @@ struct Case {
   // bf16-pair stream's exponent shift (ShiftPair) for the multiply, beside
   // blocks that keep it.
   bool tiny_b_blocks = false;
+  // B [n, k] with its second strip of 32 columns (C's columns 32-63) at the
+  // lower edge of that shift: K blocks of E8M0 codes 8, 9 and 10 in turn
+  // (amax 2^-111, 2^-110, 2^-109; E4M3's range shifts from 10), each with one
+  // value on E4M3's least subnormal code and the rest zero, so C's columns
+  // there are sums of two terms a block. (Shifted at 9, that code would give
+  // bf16 0 where the multiply gives the subnormal 2^-127, which vdpbf16ps
+  // reads as 0 too; at 8 it would wrap to -inf.)
+  bool edge_b_strip = false;
 };
 
 const std::vector<Case>& Cases() {
@@ -121,6 +129,8 @@ const std::vector<Case>& Cases() {
        128, true, Fp8Format::kE4M3},
       {"mxfp8, tiny B blocks", Layout::kRows, BlockScale::kMxOcp, 32, Layout::kRows,
        BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, true},
+      {"mxfp8, B strip at E8M0 codes 8-10", Layout::kRows, BlockScale::kMxOcp, 32,
+       Layout::kRows, BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, false, true},
   };
   return cases;
 }
@@ -129,6 +139,15 @@ const std::vector<Case>& Cases() {
 void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
   const std::vector<float> xa = Data(m, k, 1);
   std::vector<float> xb = Data(cs.trans_b ? n : k, cs.trans_b ? k : n, 2);
+  if (cs.edge_b_strip) {
+    for (int64_t j = 32; j < std::min<int64_t>(n, 64); ++j) {
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t block = p / 32, at = p % 32;
+        const int e = -111 + static_cast<int>(block % 3);
+        xb[j * k + p] = at == 0 ? std::ldexp(1.0f, e) : at == 1 ? std::ldexp(1.0f, e - 17) : 0.0f;
+      }
+    }
+  }
   if (cs.tiny_b_blocks) {
     for (size_t i = 0; i < xb.size(); ++i) {
       if ((static_cast<int64_t>(i) % k) / 32 % 3 == 1) xb[i] = std::ldexp(xb[i], -118);

@@ -447,7 +447,9 @@ void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming stre
   };
   if (mx) {  // stored [n, k / block] (trans_b)
     const int64_t blocks = (k + b_.block - 1) / b_.block;
-    stream_e8m0_.assign(blocks * n_pad, 0);
+    // Columns past n: factor 1 (127), which keeps the last strip on the
+    // AVX-512 stream's exponent shift; their codes are 0, never stored.
+    stream_e8m0_.assign(blocks * n_pad, 127);
     for (int64_t j = 0; j < n; ++j) {
       for (int64_t kb = 0; kb < blocks; ++kb) {
         stream_e8m0_[at(j, kb, blocks)] = e8m0_[j * blocks + kb];
