@@ -109,6 +109,11 @@ struct Case {
   // bf16 0 where the multiply gives the subnormal 2^-127, which vdpbf16ps
   // reads as 0 too; at 8 it would wrap to -inf.)
   bool edge_b_strip = false;
+  // B [n, k]'s first 16 rows (C's columns 0-15, one AVX2 stream strip) with
+  // every third MX block at E8M0 codes 247-254 (factors 2^120-2^127) and
+  // one value in each, E4M3's least subnormal (so the sums stay finite):
+  // factors the AVX2 stream cannot fold with E4M3's 2^8 into one multiply.
+  bool wide_b_blocks = false;
 };
 
 const std::vector<Case>& Cases() {
@@ -131,6 +136,8 @@ const std::vector<Case>& Cases() {
        BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, true},
       {"mxfp8, B strip at E8M0 codes 8-10", Layout::kRows, BlockScale::kMxOcp, 32,
        Layout::kRows, BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, false, true},
+      {"mxfp8, B blocks at E8M0 codes 247-254", Layout::kRows, BlockScale::kMxOcp, 32,
+       Layout::kRows, BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, false, false, true},
   };
   return cases;
 }
@@ -154,8 +161,18 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
     }
   }
   const Quantized a = Quantize(xa, m, k, cs.a_layout, Fp8Format::kE4M3, cs.a_rule, cs.a_block);
-  const Quantized b = Quantize(xb, cs.trans_b ? n : k, cs.trans_b ? k : n, cs.b_layout, cs.b_format,
-                               cs.b_rule, cs.b_block);
+  Quantized b = Quantize(xb, cs.trans_b ? n : k, cs.trans_b ? k : n, cs.b_layout, cs.b_format,
+                         cs.b_rule, cs.b_block);
+  if (cs.wide_b_blocks) {
+    const int64_t blocks = (k + 31) / 32;
+    for (int64_t j = 0; j < std::min<int64_t>(n, 16); ++j) {
+      for (int64_t kb = 2; kb < blocks; kb += 3) {
+        b.e8m0[j * blocks + kb] = static_cast<uint8_t>(247 + (j + kb) % 8);
+        for (int64_t p = kb * 32; p < std::min(k, kb * 32 + 32); ++p) b.codes[j * k + p] = 0;
+        b.codes[j * k + kb * 32] = (j + kb) % 2 == 0 ? 0x01 : 0x81;  // +-2^-9
+      }
+    }
+  }
   const std::vector<double> c0d = [&] {
     std::vector<double> c(m * n);
     for (int64_t i = 0; i < m * n; ++i) c[i] = 0.25 * std::sin(static_cast<double>(i));

@@ -122,7 +122,12 @@ struct Fp8Pack {
   // gemm_avx2_fp8_decode.cc) as they read it: its blocks, and A's rows
   // decoded into `scratch` as Pack decodes them (MX factors folded in; f32
   // values, or bf16 k-pairs where `pairs`) with their block factors.
-  static Fp8StreamCall StreamCall(const Problem& p, bool pairs, std::byte* scratch) {
+  // `a_gain` (f32 values of a non-MX A only) multiplies them by a power of
+  // two, exactly: such values are the format's own (|v| <= 57344), so a
+  // gain up to 2^64 keeps each one normal and finite, and a product with
+  // them equals the product with A times the gain.
+  static Fp8StreamCall StreamCall(const Problem& p, bool pairs, std::byte* scratch,
+                                  float a_gain = 1.0f) {
     const Fp8Problem& f = *p.fp8;
     Fp8StreamCall j{};
     j.b = f.stream_b;
@@ -157,9 +162,10 @@ struct Fp8Pack {
       j.a_pairs = words;
       at += p.m * lines;
     } else {
+      if (a_gain != 1.0f && mx) __builtin_trap();  // MX values need not stay finite
       for (int64_t i = 0; i < p.m; ++i)
         for (int64_t k = 0; k < p.k; ++k)
-          at[i * p.k + k] = Value(a, f.value_a, codes[i * p.lda + k], i, k, p.k);
+          at[i * p.k + k] = Value(a, f.value_a, codes[i * p.lda + k], i, k, p.k) * a_gain;
       j.a_f32 = at;
       at += p.m * p.k;
     }
