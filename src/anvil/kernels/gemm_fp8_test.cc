@@ -304,8 +304,7 @@ TEST(GemmFp8, PackedBWithNanCode) {
 }
 
 // By default a B streams only where its decoded panels outgrow the L2
-// caches (4 MiB), from 5 rows only beyond 16 MiB (AVX-512) or 128 MiB (AVX2),
-// and never when asked not to.
+// caches (4 MiB), from 5 rows only beyond 16 MiB, and never when asked not to.
 TEST(GemmFp8, PackedBStreamsWhenLarge) {
   const int64_t k = 1024;
   for (const Isa isa : SupportedIsas()) {

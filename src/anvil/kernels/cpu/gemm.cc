@@ -392,9 +392,8 @@ void PackedFp8B::LayOutStream(const gemm_internal::Fp8Problem& f, Streaming stre
   const auto panel_bytes = static_cast<int64_t>(packed_.size());
   const bool small = panel_bytes <= gemm_internal::kFp8StreamMinPanelBytes;
   const bool pairs = tier_ == Isa::kAvx512;
-  const int64_t many_rows_from = pairs ? gemm_internal::kFp8StreamManyRowsMinPanelBytesAvx512
-                                       : gemm_internal::kFp8StreamManyRowsMinPanelBytesAvx2;
-  stream_max_rows_ = streaming == Streaming::kAlways || panel_bytes > many_rows_from
+  stream_max_rows_ = streaming == Streaming::kAlways ||
+                             panel_bytes > gemm_internal::kFp8StreamManyRowsMinPanelBytes
                          ? gemm_internal::kDecodeChunkRows
                          : gemm_internal::kFp8StreamFewRows;
   if (streaming == Streaming::kNever || (streaming == Streaming::kAuto && small) ||

@@ -148,17 +148,16 @@ inline constexpr int64_t kFp8StreamMinBlock = 32;
 // 85-301 against 62-136); from 3072 x 768 (9 MiB) streaming wins at 1-4
 // rows (91 / 206 against 26 / 108) and from DRAM at every row count.
 inline constexpr int64_t kFp8StreamMinPanelBytes = int64_t{4} << 20;
-// Up to 4 rows streaming wins past that; from 5 rows (MXFP8 most: its factors
-// are multiplied in again for every row pass) the panels keep up while they
-// stay in a cache near enough, so more than kFp8StreamFewRows rows stream
-// only past a tier's size of panels. 8 rows, GFLOP/s stream / panels (FP8,
-// MXFP8): AVX-512 at 9 MiB 220 / 205 and 176 / 215, at 32 MiB 271 / 213 and
-// 228 / 223, at 256 MiB 251 / 86 and 215 / 83; the AVX2 tier at 9 MiB 122 /
-// 122 and 99 / 159, at 64 MiB 135 / 150 and 106 / 142, at 256 MiB 136 / 68
-// and 106 / 66.
+// Up to 4 rows streaming wins past that; from 5 rows the panels keep up
+// while they stay in a cache near enough, so more than kFp8StreamFewRows
+// rows stream only past kFp8StreamManyRowsMinPanelBytes of panels. 8 rows,
+// GFLOP/s stream / panels (FP8, MXFP8): AVX-512 (Xeon) at 9 MiB 220 / 205
+// and 176 / 215, at 32 MiB 271 / 213 and 228 / 223, at 256 MiB 251 / 86 and
+// 215 / 83; the AVX2 tier (Zen 5, ANVIL_ISA=avx2, since its 5-8 rows decode
+// each vector once) at 9 MiB 143 / 149 and 121 / 160, at 32 MiB 144 / 111 and
+// 116 / 108, at 64 MiB 137 / 94 and 120 / 94.
 inline constexpr int64_t kFp8StreamFewRows = 4;
-inline constexpr int64_t kFp8StreamManyRowsMinPanelBytesAvx512 = int64_t{16} << 20;
-inline constexpr int64_t kFp8StreamManyRowsMinPanelBytesAvx2 = int64_t{128} << 20;
+inline constexpr int64_t kFp8StreamManyRowsMinPanelBytes = int64_t{16} << 20;
 
 // Whether `p` takes the streaming path on a tier with blocking `bl`.
 // (Defined in gemm.cc, the baseline unit: no inline functions here.)
