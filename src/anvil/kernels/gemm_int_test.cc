@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -146,13 +147,49 @@ TEST(GemmIntTest, NonFiniteRowsGiveNaNAndZeroRowsZero) {
   }
 }
 
+// The activation rows every tier quantizes: the scalar tier's codes, offset
+// codes, scales and group sums, bit for bit, on rows of ragged lengths with
+// ties (x * inv at n + 1/2), signed zeros, a non-finite value, all zeros, an
+// amax whose inverse overflows, and values near f32's largest.
+TEST(GemmIntTest, ActivationRowsEqualTheScalarTiersOnEveryTier) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const int64_t k : {1, 7, 16, 33, 100, 128, 129, 300, 1000}) {
+    const int64_t m = 8;
+    std::vector<float> x = Data(m, k, 13 + static_cast<uint32_t>(k));
+    for (int64_t kk = 0; kk < k; ++kk) {
+      // Row 1: amax 127 (inv 1) with ties and signed zeros.
+      const float ties[] = {0.5f, -0.5f, 1.5f, -2.5f, 126.5f, -126.5f, 0.0f, -0.0f, 3.25f};
+      x[1 * k + kk] = kk == 0 ? 127.0f : ties[kk % 9];
+      x[3 * k + kk] = 0.0f;                             // all zeros
+      x[4 * k + kk] = kk % 3 == 0 ? 1e-39f : 0.0f;      // 127 / amax overflows
+      x[5 * k + kk] = (kk % 2 == 0 ? 3e38f : -1e38f);   // near the largest
+      x[6 * k + kk] = std::ldexp(x[6 * k + kk], -100);  // tiny but normal
+    }
+    x[2 * k + k / 2] = k % 2 == 0 ? inf : std::nanf("");  // non-finite
+    const KernelCtx& scalar = Ctx(Isa::kScalar, 1);
+    AlignedBuffer want_mem(IntRowsBytes(m, k));
+    const IntRows want = QuantizeRowsInt8(scalar, m, k, x.data(), 0, want_mem.data());
+    const int64_t groups = (k + kInt4Group - 1) / kInt4Group;
+    for (const Isa isa : SupportedIsas()) {
+      AlignedBuffer got_mem(IntRowsBytes(m, k));
+      const IntRows got = QuantizeRowsInt8(Ctx(isa, 2), m, k, x.data(), 0, got_mem.data());
+      ASSERT_EQ(got.ld, want.ld);
+      const std::string where = std::string(IsaName(isa)) + " k " + std::to_string(k);
+      EXPECT_EQ(std::memcmp(got.q, want.q, m * want.ld), 0) << where;
+      EXPECT_EQ(std::memcmp(got.q_u8, want.q_u8, m * want.ld), 0) << where;
+      EXPECT_EQ(std::memcmp(got.scales, want.scales, m * 4), 0) << where;
+      EXPECT_EQ(std::memcmp(got.group_sums, want.group_sums, m * groups * 4), 0) << where;
+    }
+  }
+}
+
 TEST(GemmIntTest, PackedBytesAreWhatADecodeStreams) {
   const std::vector<float> wf = Data(1024, 64, 9);
   const KernelCtx& ctx = Ctx(Isa::kScalar, 1);
   const IntWeights w8 = QuantizeWeightsInt(ctx, 1024, 64, wf.data(), 0, IntBits::kInt8);
   const IntWeights w4 = QuantizeWeightsInt(ctx, 1024, 64, wf.data(), 0, IntBits::kInt4);
-  EXPECT_EQ(w8.bytes(), 1024 * 64 + 64 * 4 * 2);           // codes, scales, column sums
-  EXPECT_EQ(w4.bytes(), 1024 * 64 / 2 + 8 * 64 * 4);       // codes, 8 groups of scales
+  EXPECT_EQ(w8.bytes(), 1024 * 64 + 64 * 4 * 2);      // codes, scales, column sums
+  EXPECT_EQ(w4.bytes(), 1024 * 64 / 2 + 8 * 64 * 4);  // codes, 8 groups of scales
 }
 
 }  // namespace

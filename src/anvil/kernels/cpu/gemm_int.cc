@@ -100,6 +100,37 @@ const Kernels& ScalarKernels() {
   return kKernels;
 }
 
+// The scalar tier of the activation rows (gemm_int_internal.h).
+void ScalarEncodeRow(const float* x, int64_t k, int64_t ld, float inv, int8_t* q, uint8_t* q_u8,
+                     int32_t* sums) {
+  int32_t sum = 0;
+  for (int64_t kk = 0; kk < ld; ++kk) {
+    const int code = kk < k ? Encode(x[kk], inv, 127) : 0;
+    q[kk] = static_cast<int8_t>(code);
+    q_u8[kk] = static_cast<uint8_t>(code + 128);
+    sum += code;
+    if (kk % kInt4Group == kInt4Group - 1 || kk == k - 1) {
+      if (kk < k) sums[kk / kInt4Group] = sum;
+      sum = 0;
+    }
+  }
+}
+
+const gemm_int_internal::RowQuantizer& RowQuantizerFor(Isa isa) {
+  static_assert(gemm_int_internal::kRowGroup == kInt4Group);
+  static constexpr gemm_int_internal::RowQuantizer kScalar = {
+      [](const float* x, int64_t k) { return AmaxOf(x, k, 1); }, ScalarEncodeRow};
+  switch (isa) {
+    case Isa::kAvx512:
+      return gemm_int_internal::Avx512RowQuantizer();
+    case Isa::kAvx2:
+      return gemm_int_internal::Avx2RowQuantizer();
+    case Isa::kScalar:
+      break;
+  }
+  return kScalar;
+}
+
 const Kernels& KernelsFor(Isa isa) {
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512_vnni) {
     return gemm_int_internal::Avx512Kernels();
@@ -206,23 +237,21 @@ IntRows QuantizeRowsInt8(const KernelCtx& ctx, int64_t m, int64_t k, const float
   a.scales = reinterpret_cast<float*>(bytes);
   bytes += AlignUp(static_cast<size_t>(m) * 4);
   a.group_sums = reinterpret_cast<int32_t*>(bytes);
+  const gemm_int_internal::RowQuantizer& tier = RowQuantizerFor(ctx.isa());
   auto rows = [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const float* xi = x + i * ldx;
-      const BlockScaleOf s(AmaxOf(xi, k, 1), 127);
+      const BlockScaleOf s(tier.amax(xi, k), 127);
       a.scales[i] = s.scale;
       int8_t* q = a.q + i * a.ld;
       uint8_t* q_u8 = a.q_u8 + i * a.ld;
-      int32_t sum = 0;
-      for (int64_t kk = 0; kk < a.ld; ++kk) {
-        const int code = kk < k ? Encode(xi[kk], s.inv, 127) : 0;
-        q[kk] = static_cast<int8_t>(code);
-        q_u8[kk] = static_cast<uint8_t>(code + 128);
-        sum += code;
-        if (kk % kInt4Group == kInt4Group - 1 || kk == k - 1) {
-          if (kk < k) a.group_sums[i * groups + kk / kInt4Group] = sum;
-          sum = 0;
-        }
+      int32_t* sums = a.group_sums + i * groups;
+      if (std::isfinite(s.inv) && s.inv != 0) {
+        tier.encode(xi, k, a.ld, s.inv, q, q_u8, sums);
+      } else {  // Encode's 0 for every value: a zero, non-finite or tiny amax
+        std::memset(q, 0, a.ld);
+        std::memset(q_u8, 128, a.ld);
+        std::fill(sums, sums + groups, 0);
       }
     }
   };

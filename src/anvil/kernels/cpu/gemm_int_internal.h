@@ -54,4 +54,22 @@ const Kernels& Avx2Kernels();
 const Kernels& AvxVnniKernels();  // the AVX2 tier's with AVX-VNNI (the same bits)
 const Kernels& Avx512Kernels();   // needs AVX512_VNNI
 
+// Activation rows' codes (QuantizeRowsInt8), per tier: the scalar tier in
+// gemm_int.cc, gemm_int_rows_avx2.cc, gemm_int_rows_avx512.cc. Every tier
+// gives the same bits: the max is exact in any order, and each code is one
+// multiply, a clamp and a round to nearest even (exact integers).
+inline constexpr int64_t kRowGroup = 128;  // gemm_int.h's kInt4Group
+struct RowQuantizer {
+  // max |x[i]| over i < k; NaN when any x[i] is not finite.
+  float (*amax)(const float* x, int64_t k);
+  // q[i] = rne(clamp(x[i] * inv, -127, 127)) for i < k, 0 for k <= i < ld
+  // (a multiple of 64); q_u8[i] = q[i] + 128; sums[g] = the sum of q over
+  // group g of kRowGroup for every group that starts below k. Each x[i] *
+  // inv must be finite (the caller zeroes the rows where it would not be).
+  void (*encode)(const float* x, int64_t k, int64_t ld, float inv, int8_t* q, uint8_t* q_u8,
+                 int32_t* sums);
+};
+const RowQuantizer& Avx2RowQuantizer();
+const RowQuantizer& Avx512RowQuantizer();
+
 }  // namespace anvil::kernels::gemm_int_internal
