@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "anvil/core/check.h"
 #include "anvil/kernels/cpu/gemm_int_internal.h"
@@ -298,26 +299,36 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
     t.group_sums = a.group_sums + r0 * groups;
     t.y = y + r0 * ldy + p * 16;
   };
+  // Rows in chunks whose codes stay in L2 while a thread's panels go by
+  // (every panel reads all the rows): for 4096 rows of 768 they came from L3
+  // again for each panel group (Zen 5, w8a8 4096 x 768 x 768: 384 rows ran at
+  // 1269 GFLOP/s, 4096 at 997). Chunks of whole tiles: the same tiles.
+  constexpr int64_t kChunkBytes = int64_t{256} << 10;
+  const int64_t step = std::lcm<int64_t>(kernels.max_rows, wide ? kernels.wide_rows : 1);
+  const int64_t chunk = std::max(step, kChunkBytes / a.ld / step * step);
   auto run = [&](int64_t b, int64_t e, int) {
     PanelTask t = base;
-    for (int64_t u = b; u < e; ++u) {
-      const int64_t p0 = u * group, in_group = std::min(group, panels - p0);
-      if (wide && in_group == group) {
-        t.panels = static_cast<int>(group);
-        t.panel_bytes = w.lines() * 64;
-        t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - (p0 + group - 1) * 16));
-        for (int64_t r0 = 0; r0 < a.m; r0 += kernels.wide_rows) {
-          tile(t, p0, r0, std::min<int64_t>(kernels.wide_rows, a.m - r0));
-          kernels.int8_wide(t);
+    for (int64_t c0 = 0; c0 < a.m; c0 += chunk) {
+      const int64_t c1 = std::min(a.m, c0 + chunk);
+      for (int64_t u = b; u < e; ++u) {
+        const int64_t p0 = u * group, in_group = std::min(group, panels - p0);
+        if (wide && in_group == group) {
+          t.panels = static_cast<int>(group);
+          t.panel_bytes = w.lines() * 64;
+          t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - (p0 + group - 1) * 16));
+          for (int64_t r0 = c0; r0 < c1; r0 += kernels.wide_rows) {
+            tile(t, p0, r0, std::min<int64_t>(kernels.wide_rows, c1 - r0));
+            kernels.int8_wide(t);
+          }
+          continue;
         }
-        continue;
-      }
-      t.panels = 1;
-      for (int64_t p = p0; p < p0 + in_group; ++p) {
-        t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - p * 16));
-        for (int64_t r0 = 0; r0 < a.m; r0 += kernels.max_rows) {
-          tile(t, p, r0, std::min<int64_t>(kernels.max_rows, a.m - r0));
-          (int4 ? kernels.int4 : kernels.int8)(t);
+        t.panels = 1;
+        for (int64_t p = p0; p < p0 + in_group; ++p) {
+          t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - p * 16));
+          for (int64_t r0 = c0; r0 < c1; r0 += kernels.max_rows) {
+            tile(t, p, r0, std::min<int64_t>(kernels.max_rows, c1 - r0));
+            (int4 ? kernels.int4 : kernels.int8)(t);
+          }
         }
       }
     }
