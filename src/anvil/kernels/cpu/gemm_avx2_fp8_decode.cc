@@ -140,10 +140,13 @@ void Tile(const Job& j, int64_t s, int half, int64_t i0, Scale scale) {
     // (Inlined, so the sums stay in registers: behind a call they went
     // through the stack every few lines.)
     auto lines = [&]<Scale kScale>(int64_t r, int64_t stop) [[gnu::always_inline]] {
+      // The factors, read from memory at each use: held in registers beside
+      // 8 vectors' sums they pushed the sums onto the stack.
+      const float* fac = factor;
       // Vector u's values at line q into the sums.
       auto fma = [&](int u, __m256 v, int64_t q) [[gnu::always_inline]] {
         if constexpr (kScale == Scale::k256ThenFactor) v = _mm256_mul_ps(v, _mm256_set1_ps(256.0f));
-        if constexpr (kScale != Scale::kNone) v = _mm256_mul_ps(v, _mm256_load_ps(factor + 8 * u));
+        if constexpr (kScale != Scale::kNone) v = _mm256_mul_ps(v, _mm256_load_ps(fac + 8 * u));
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
           acc[i][u] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * j.k + q), v, acc[i][u]);
@@ -163,6 +166,7 @@ void Tile(const Job& j, int64_t s, int half, int64_t i0, Scale scale) {
         }
       };
       for (; r + kLinesPerPrefetch <= stop; r += kLinesPerPrefetch) {
+        asm("" : "+r"(fac));  // (the compiler no longer knows the loads repeat)
         for (int t = 0; t < S; ++t) {
           // An address computed as an integer: past the stream's end it is
           // no pointer into it.
@@ -251,8 +255,7 @@ void Strips(const Job& j, int64_t s0, int64_t s1, Scale scale) {
     return;
   }
   if constexpr (kV >= 8) {
-    // (With MX, 8 vectors' factors too leave too few registers.)
-    for (; s + 4 <= s1 && j.mx_block == 0; s += 4) Tile<M, 8, kE5M2>(j, s, 0, 0, scale);
+    for (; s + 4 <= s1; s += 4) Tile<M, 8, kE5M2>(j, s, 0, 0, scale);
   }
   if constexpr (kV >= 4) {
     for (; s + 2 <= s1; s += 2) Tile<M, 4, kE5M2>(j, s, 0, 0, scale);
