@@ -166,11 +166,10 @@ class PackedFp8B {
  public:
   // Whether calls of a few rows stream B's codes: kAuto where the decoded
   // panels would not stay in the L2 caches (within them the panels are
-  // faster; from 5 rows only for panels of over 16 MiB on AVX-512, 128 MiB
-  // on the AVX2 tier), kAlways wherever the stream can be used (up to 8
-  // rows), kNever. The stream needs the AVX2 tier, or AVX-512 with
-  // AVX512_VBMI; K blocks of at least 32 (even, on AVX-512), K up to
-  // 16384, and no NaN code in B.
+  // faster; from 5 rows only for panels of over 16 MiB), kAlways wherever
+  // the stream can be used (up to 8 rows), kNever. The stream needs the
+  // AVX2 tier, or AVX-512 with AVX512_VBMI; K blocks of at least 32 (even,
+  // on AVX-512), K up to 16384, and no NaN code in B.
   enum class Streaming : uint8_t { kAuto, kAlways, kNever };
   PackedFp8B() = default;
   // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).

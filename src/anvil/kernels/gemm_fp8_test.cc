@@ -138,6 +138,12 @@ const std::vector<Case>& Cases() {
        Layout::kRows, BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, false, true},
       {"mxfp8, B blocks at E8M0 codes 247-254", Layout::kRows, BlockScale::kMxOcp, 32,
        Layout::kRows, BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3, false, false, true},
+      // Mixed: an E4M3 decode's 2^8 must be restored once (the AVX2 stream
+      // puts it in A's values or in B's MX factors, never both).
+      {"1x128 A x mxfp8 B", Layout::kRows, BlockScale::kAmax, 128, Layout::kRows,
+       BlockScale::kMxOcp, 32, true, Fp8Format::kE4M3},
+      {"mxfp8, e5m2 B", Layout::kRows, BlockScale::kMxOcp, 32, Layout::kRows, BlockScale::kMxOcp,
+       32, true, Fp8Format::kE5M2},
   };
   return cases;
 }
@@ -276,6 +282,13 @@ TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
     Check(cs, 2, 300, 301);
     Check(cs, 8, 130, 257);
     Check(cs, 8, 1100, 160);  // over 2^18 multiply-adds: 2 threads split the strips
+    // Every row count of the AVX2 stream's tiles (1 row over 4 + 2 + 1
+    // strips; 3-4 rows a strip at a time; 6-7 rows by half strips).
+    Check(cs, 1, 100, 160);
+    Check(cs, 3, 40, 160);
+    Check(cs, 4, 40, 160);
+    Check(cs, 6, 40, 160);
+    Check(cs, 7, 40, 160);
   }
 }
 
@@ -309,7 +322,8 @@ TEST(GemmFp8, PackedBStreamsWhenLarge) {
   const int64_t k = 1024;
   for (const Isa isa : SupportedIsas()) {
     if (isa == Isa::kScalar || (isa == Isa::kAvx512 && !GetCpuFeatures().avx512_vbmi)) continue;
-    for (const int64_t n : {int64_t{256}, int64_t{1280}}) {  // f32 panels: 1 MiB, 5 MiB
+    // f32 panels: 1 MiB, 5 MiB, 20 MiB
+    for (const int64_t n : {int64_t{256}, int64_t{1280}, int64_t{5120}}) {
       const std::vector<float> xb = Data(n, k, 7);
       const Quantized b =
           Quantize(xb, n, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
@@ -319,7 +333,7 @@ TEST(GemmFp8, PackedBStreamsWhenLarge) {
       const PackedFp8B packed(ctx, args, a_like, b.op, Fp8Decode::kF32);
       EXPECT_EQ(packed.Streams(1), n > 1024) << IsaName(isa) << " " << n;
       EXPECT_EQ(packed.Streams(4), n > 1024) << IsaName(isa) << " " << n;
-      EXPECT_FALSE(packed.Streams(5)) << IsaName(isa) << " " << n;  // panels within L3
+      EXPECT_EQ(packed.Streams(5), n > 4096) << IsaName(isa) << " " << n;
       EXPECT_FALSE(PackedFp8B(ctx, args, a_like, b.op, Fp8Decode::kF32,
                               PackedFp8B::Streaming::kNever)
                        .Streams(1));

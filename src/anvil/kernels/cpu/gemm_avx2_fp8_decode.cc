@@ -4,8 +4,9 @@
 // holds every FP8 value but NaN (B has none): E5M2's bits are the high byte
 // of its f16 bits; E4M3's are its f16 bits of the value times 2^-8 (sign to
 // bit 15, exponent and mantissa shifted by 7, subnormals included), which
-// vcvtph2ps widens exactly; the 2^8 is restored in A's values (a non-MX A:
-// the product is the same) or in the MX factor's multiply.
+// vcvtph2ps widens exactly; the 2^8 is restored in an MX B's factor
+// multiply, else in A's values where A is not MX (the product is the same),
+// else by a multiply of its own.
 //
 // Bitwise equal to the packed path (gemm_driver.h with gemm_fp8.h's
 // packing), where the AVX2 tier decodes FP8 to f32 words for either decode
@@ -39,9 +40,9 @@ static_assert(kStrip == 16, "a line is 16 codes: two vectors of 8 columns");
 // Vectors of 8 columns a tile of `rows` (at most 8) reads side by side. Each
 // C lane's sum is one chain of dependent FMAs: a row needs 8 chains (4
 // strips) to cover the FMA's latency on both pipes, 4 rows have them in one
-// strip; 5-8 rows take half a strip (8 columns) at a time, whose line is
-// then decoded once for them all where two passes of 4 rows decoded it
-// twice (the other half reads the strip again, from L1 or L2).
+// strip; 5-8 rows take half a strip (8 columns) at a time with all their
+// sums in registers, so each decoded vector serves every row (the other
+// half reads the strip again, from L1 or L2).
 constexpr int VectorsFor(int64_t rows) { return rows == 1 ? 8 : rows == 2 ? 4 : rows <= 4 ? 2 : 1; }
 // Lines a strip is read ahead of its use (4 KiB), into L1, as the AVX-512
 // unit; one prefetch per 4 lines (a 64-byte cache line).
@@ -205,8 +206,12 @@ void Tile(const Job& j, int64_t s, int half, int64_t i0, Scale scale) {
         case Scale::kFactor:
           lines.template operator()<Scale::kFactor>(r, stop);
           break;
-        case Scale::k256ThenFactor:
-          if constexpr (!kE5M2) lines.template operator()<Scale::k256ThenFactor>(r, stop);
+        case Scale::k256ThenFactor:  // E4M3 only (E5M2 has no 2^8 to restore)
+          if constexpr (!kE5M2) {
+            lines.template operator()<Scale::k256ThenFactor>(r, stop);
+          } else {
+            __builtin_unreachable();
+          }
           break;
       }
       r = stop;
@@ -292,9 +297,9 @@ void Columns(const Job& j, int64_t s0, int64_t s1, Scale scale) {
 void DecodeFp8Region(const Problem& p, const Region& r, std::byte* scratch) {
   const Fp8Problem& f = *p.fp8;
   const bool e5m2 = f.b.format == Fp8Format::kE5M2, mx = f.b.scaling == Fp8Scaling::kMx;
-  // E4M3's restoring 2^8: in A's values where A is not MX (then exact), else
-  // in B's factors.
-  const bool gain_in_a = !e5m2 && f.a.scaling != Fp8Scaling::kMx;
+  // E4M3's restoring 2^8: in an MX B's factors (Tile folds it there), else
+  // in A's values where A is not MX (then exact), else in a factor of 2^8.
+  const bool gain_in_a = !e5m2 && !mx && f.a.scaling != Fp8Scaling::kMx;
   // This tier's packed path decodes FP8 to f32 words for either decode format.
   const Job j = Fp8::StreamCall(p, /*pairs=*/false, scratch, gain_in_a ? 256.0f : 1.0f);
   const Scale scale = mx || !(e5m2 || gain_in_a) ? Scale::kFactor : Scale::kNone;

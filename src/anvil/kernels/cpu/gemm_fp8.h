@@ -123,9 +123,10 @@ struct Fp8Pack {
   // decoded into `scratch` as Pack decodes them (MX factors folded in; f32
   // values, or bf16 k-pairs where `pairs`) with their block factors.
   // `a_gain` (f32 values of a non-MX A only) multiplies them by a power of
-  // two, exactly: such values are the format's own (|v| <= 57344), so a
-  // gain up to 2^64 keeps each one normal and finite, and a product with
-  // them equals the product with A times the gain.
+  // two, exactly: such values are the format's own (finite ones |v| <=
+  // 57344, normal or zero), so a gain up to 2^64 keeps each finite one
+  // finite and exact (zeros, infinities and NaN keep theirs), and a product
+  // with them equals the product with A times the gain.
   static Fp8StreamCall StreamCall(const Problem& p, bool pairs, std::byte* scratch,
                                   float a_gain = 1.0f) {
     const Fp8Problem& f = *p.fp8;
