@@ -41,10 +41,9 @@ void Sampler::Distribution(std::span<const float> logits) {
     std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), better);
   } else {
     // Greedy, or the whole vocabulary: no order needed (a draw walks the
-    // tokens in id order); the best one only shifts the exponentials.
-    for (int32_t i = 1; i < v; ++i) {
-      if (better(i, best)) best = i;
-    }
+    // tokens in id order); the best one (by `better`: the first of the
+    // largest logits) only shifts the exponentials.
+    best = static_cast<int32_t>(kernels::FirstMaxIndex(isa_, v, logits.data()));
     if (config_.greedy) std::swap(order_[0], order_[best]);  // its pick
   }
   order_.resize(k);

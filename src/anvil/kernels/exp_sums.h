@@ -30,4 +30,12 @@ double ExpF64(double x);
 void ExpRunningSums(Isa isa, int64_t n, const float* x, double scale, double shift, double* weights,
                     double* sums);
 
+// The sampler's other row kernel: the index its scan over the logits finds,
+//   best = 0; for i = 1 .. n - 1: if (x[i] > x[best]) best = i;
+// the first of the largest values (+0 and -0 tie: the first wins), a NaN
+// never taking over (one at 0 stays the answer). The SIMD tiers take the
+// largest non-NaN value in any order (a max is exact), then find its first
+// occurrence. One row on the calling thread; n >= 1.
+int64_t FirstMaxIndex(Isa isa, int64_t n, const float* x);
+
 }  // namespace anvil::kernels

@@ -58,6 +58,22 @@ void BM_LibmExpLoop(benchmark::State& state) {
 }
 BENCHMARK(BM_LibmExpLoop)->Arg(8192)->Arg(32000);
 
+// The sampler's scan for the largest logit (FirstMaxIndex), per tier; the
+// scalar tier is the loop it replaced. Args: vocabulary, tier.
+void BM_FirstMaxIndex(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Isa isa = static_cast<Isa>(state.range(1));
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("tier not supported by this CPU");
+    return;
+  }
+  Buffer<float> logits(n, 1, -20, 20);
+  for (auto _ : state) benchmark::DoNotOptimize(FirstMaxIndex(isa, n, logits.data()));
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetLabel(IsaName(isa));
+}
+BENCHMARK(BM_FirstMaxIndex)->ArgsProduct({{8192, 32000}, {0, 1, 2}});
+
 }  // namespace
 }  // namespace anvil::kernels
 

@@ -176,5 +176,72 @@ TEST(ExpRunningSums, SumsInOrder) {
   }
 }
 
+// FirstMaxIndex on every tier against the scan it stands for.
+void ExpectFirstMaxOnEveryTier(const std::vector<float>& x, const char* what) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const int64_t want = ref::FirstMaxIndex(n, x.data());
+  for (const Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    EXPECT_EQ(FirstMaxIndex(isa, n, x.data()), want) << what << " n " << n << " " << IsaName(isa);
+  }
+}
+
+TEST(FirstMaxIndex, TiersEqualTheScanOnEveryLength) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> logit(0.0f, 4.0f);
+  for (int64_t n = 1; n <= 41; ++n) {
+    std::vector<float> x(n);
+    for (float& v : x) v = logit(rng);
+    ExpectFirstMaxOnEveryTier(x, "random");
+    for (int64_t at = 0; at < n; ++at) {  // the largest at every place (tails too)
+      std::vector<float> y = x;
+      y[at] = 100.0f;
+      ExpectFirstMaxOnEveryTier(y, "largest placed");
+    }
+  }
+  for (int64_t n : {255, 8192, 32000}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = logit(rng);
+    ExpectFirstMaxOnEveryTier(x, "random");
+    x[n - 1] = 1000.0f;
+    ExpectFirstMaxOnEveryTier(x, "largest last");
+  }
+}
+
+TEST(FirstMaxIndex, TiesSignedZerosNaNAndInfinities) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t n : {1, 5, 16, 17, 40}) {
+    std::vector<float> x(n, -3.0f);
+    ExpectFirstMaxOnEveryTier(x, "all equal");
+    for (int64_t a = 0; a < n; ++a) {
+      for (int64_t b = a + 1; b < n; b += 3) {
+        std::vector<float> y(n, -3.0f);
+        y[a] = -0.0f;
+        y[b] = 0.0f;  // +0 after -0: the first stays
+        ExpectFirstMaxOnEveryTier(y, "-0 then +0");
+        std::swap(y[a], y[b]);
+        ExpectFirstMaxOnEveryTier(y, "+0 then -0");
+        y[a] = y[b] = 7.0f;
+        ExpectFirstMaxOnEveryTier(y, "two equal largest");
+        y[b] = nan;
+        ExpectFirstMaxOnEveryTier(y, "a NaN after the largest");
+        y[a] = nan;
+        y[b] = 7.0f;
+        ExpectFirstMaxOnEveryTier(y, "a NaN before the largest");
+      }
+    }
+    std::vector<float> z(n, -inf);
+    ExpectFirstMaxOnEveryTier(z, "all -inf");
+    z[0] = nan;
+    if (n > 1) z[n - 1] = inf;
+    ExpectFirstMaxOnEveryTier(z, "NaN first");
+    z[0] = 1.0f;
+    ExpectFirstMaxOnEveryTier(z, "+inf last");
+    std::vector<float> all_nan(n, nan);
+    ExpectFirstMaxOnEveryTier(all_nan, "all NaN");
+  }
+}
+
 }  // namespace
 }  // namespace anvil::kernels

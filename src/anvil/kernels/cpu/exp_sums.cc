@@ -28,4 +28,18 @@ void ExpRunningSums(Isa isa, int64_t n, const float* x, double scale, double shi
   ref::ExpRunningSums(n, x, scale, shift, weights, sums);
 }
 
+int64_t FirstMaxIndex(Isa isa, int64_t n, const float* x) {
+  CHECK(n >= 1 && x != nullptr) << "FirstMaxIndex: n must be >= 1 and x non-null";
+  if (x[0] != x[0]) return 0;  // a NaN first: nothing is greater
+  switch (isa) {
+    case Isa::kAvx512:
+      return exp_sums_internal::FirstMaxIndexAvx512(n, x);
+    case Isa::kAvx2:
+      return exp_sums_internal::FirstMaxIndexAvx2(n, x);
+    case Isa::kScalar:
+      break;
+  }
+  return ref::FirstMaxIndex(n, x);
+}
+
 }  // namespace anvil::kernels

@@ -103,4 +103,30 @@ void ExpRunningSumsAvx2(int64_t n, const float* x, double scale, double shift, d
   chain_to(n);
 }
 
+// vmaxps returns its second operand where either is NaN: with the running
+// max second (never NaN: it starts at x[0]), a NaN in x never takes over.
+int64_t FirstMaxIndexAvx2(int64_t n, const float* x) {
+  __m256 m = _mm256_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lanes);
+  if (i < n) {
+    const __m256 v =
+        _mm256_blendv_ps(m, _mm256_maskload_ps(x + i, tail), _mm256_castsi256_ps(tail));
+    m = _mm256_max_ps(v, m);
+  }
+  // The lanes' max (no NaN among them: any order gives it).
+  __m256 r = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+  r = _mm256_max_ps(r, _mm256_permute_ps(r, 0x4E));
+  r = _mm256_max_ps(r, _mm256_permute_ps(r, 0xB1));
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), r, _CMP_EQ_OQ));
+    if (eq != 0) return i + __builtin_ctz(static_cast<unsigned>(eq));
+  }
+  const int eq = _mm256_movemask_ps(_mm256_and_ps(
+      _mm256_cmp_ps(_mm256_maskload_ps(x + i, tail), r, _CMP_EQ_OQ), _mm256_castsi256_ps(tail)));
+  return i + __builtin_ctz(static_cast<unsigned>(eq));  // the largest value is somewhere
+}
+
 }  // namespace anvil::kernels::exp_sums_internal

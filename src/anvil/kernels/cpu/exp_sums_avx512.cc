@@ -103,4 +103,22 @@ void ExpRunningSumsAvx512(int64_t n, const float* x, double scale, double shift,
   chain_to(n);
 }
 
+// vmaxps returns its second operand where either is NaN: with the running
+// max second (never NaN: it starts at x[0]), a NaN in x never takes over.
+int64_t FirstMaxIndexAvx512(int64_t n, const float* x) {
+  __m512 m = _mm512_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+  if (i < n) m = _mm512_max_ps(_mm512_mask_loadu_ps(m, tail, x + i), m);
+  const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), top, _CMP_EQ_OQ);
+    if (eq != 0) return i + __builtin_ctz(eq);
+  }
+  const __mmask16 eq =
+      _mm512_mask_cmp_ps_mask(tail, _mm512_maskz_loadu_ps(tail, x + i), top, _CMP_EQ_OQ);
+  return i + __builtin_ctz(eq);  // the largest value is somewhere
+}
+
 }  // namespace anvil::kernels::exp_sums_internal

@@ -102,5 +102,8 @@ void ExpRunningSumsAvx2(int64_t n, const float* x, double scale, double shift, d
                         double* sums);
 void ExpRunningSumsAvx512(int64_t n, const float* x, double scale, double shift, double* weights,
                           double* sums);
+// One tier's FirstMaxIndex (n >= 1, x[0] not NaN: the dispatcher's checks).
+int64_t FirstMaxIndexAvx2(int64_t n, const float* x);
+int64_t FirstMaxIndexAvx512(int64_t n, const float* x);
 
 }  // namespace anvil::kernels::exp_sums_internal

@@ -87,4 +87,12 @@ inline void ExpRunningSums(int64_t n, const float* x, double scale, double shift
   }
 }
 
+inline int64_t FirstMaxIndex(int64_t n, const float* x) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
 }  // namespace anvil::kernels::ref
