@@ -241,6 +241,19 @@ TEST(FirstMaxIndex, TiesSignedZerosNaNAndInfinities) {
     std::vector<float> all_nan(n, nan);
     ExpectFirstMaxOnEveryTier(all_nan, "all NaN");
   }
+  // Whole vectors, no tail: the largest and one NaN at every pair of places
+  // (a NaN let into the running max would survive to the lane reduction).
+  for (int64_t n : {8, 16, 32}) {
+    for (int64_t a = 0; a < n; ++a) {
+      for (int64_t b = 0; b < n; ++b) {
+        if (a == b) continue;
+        std::vector<float> y(n, -3.0f);
+        y[a] = 7.0f;
+        y[b] = nan;
+        ExpectFirstMaxOnEveryTier(y, "the largest and a NaN");
+      }
+    }
+  }
 }
 
 }  // namespace
