@@ -1,0 +1,63 @@
+// The measured peaks decide "auto" precision (bf16 where its dot product
+// outruns f32 FMA by 1.25x), so their ratio must not depend on what else the
+// machine is doing: a test or a build beside a run once made two fresh runs
+// of one config pick different precisions.
+#include "anvil/profile/peak.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace anvil::profile {
+namespace {
+
+double Bf16Ratio(ThreadPool& pool) {
+  const PeakFlops peak = MeasurePeakFlops(pool);
+  return peak.bf16_gflops / peak.f32_gflops;
+}
+
+// Threads that hold every core for 400 ms, then leave them for 150 ms: load
+// in bursts longer than one trial, as a neighbouring test gives.
+class BurstyLoad {
+ public:
+  explicit BurstyLoad(int threads) {
+    for (int t = 0; t < threads; ++t) {
+      threads_.emplace_back([this] {
+        while (!stop_.load(std::memory_order_relaxed)) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        }
+      });
+    }
+  }
+  ~BurstyLoad() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+TEST(Peak, Bf16ToF32RatioHoldsUnderBurstyLoad) {
+  ThreadPool pool(2);
+  const double quiet = Bf16Ratio(pool);
+  if (!MeasurePeakFlops(pool).bf16_native) {
+    EXPECT_EQ(quiet, 1.0);  // no bf16 dot: the bf16 peak is the f32 one
+    GTEST_SKIP() << "no bf16 dot instruction on this tier";
+  }
+  BurstyLoad load(2);
+  for (int i = 0; i < 6; ++i) {
+    const double loaded = Bf16Ratio(pool);
+    EXPECT_NEAR(loaded / quiet, 1.0, 0.25) << "quiet " << quiet << ", loaded " << loaded;
+  }
+}
+
+}  // namespace
+}  // namespace anvil::profile
