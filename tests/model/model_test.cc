@@ -385,6 +385,66 @@ TEST(ModelTest, LossWeightsScaleEachRowsGradient) {
   EXPECT_TRUE(SameBits(grads(weighted), grads(ignored))) << "weight 0 == ignored target";
 }
 
+// A trunk built without its LM head (PPO's separate critic) learns from the
+// caller's head alone: its features are the full model's, its layers' grads
+// those of the full model with every LM loss weight 0 (as floats: a zero's
+// sign aside), its head's grads stay zero, and a second step starts from a
+// clean input grad, not the last step's.
+TEST(ModelTest, ATrunkWithoutItsLmHeadLearnsFromTheCallersHead) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();
+  for (const Precision precision : {Precision::kF32, Precision::kBF16}) {
+    const LlamaOptions options{.precision = precision, .max_batch = 3, .max_seq_len = 20};
+    Llama full(cfg, options, ctx);
+    LlamaOptions trunk_options = options;
+    trunk_options.lm_head = false;
+    Llama trunk(cfg, trunk_options, ctx);
+    full.InitWeights(ctx, 5);
+    trunk.InitWeights(ctx, 5);
+    auto tb = MakeBatch(3, 20, cfg.vocab_size, 22, false);
+    const int64_t n = tb.batch.n();
+    std::vector<float> features[2];
+    // The caller's head: a gradient made from the features themselves.
+    auto hooks_into = [&](std::vector<float>& seen) {
+      StepHooks hooks;
+      hooks.head_input = [&seen, n, dim = cfg.dim](const float* x, float* dx, int64_t rows) {
+        ASSERT_EQ(rows, n);
+        seen.assign(x, x + n * dim);
+        if (dx == nullptr) return;
+        for (int64_t i = 0; i < n * dim; ++i) dx[i] += 0.25f * x[i] - 0.01f;
+      };
+      return hooks;
+    };
+    full.Forward(ctx, tb.batch, hooks_into(features[0]));
+    trunk.Forward(ctx, tb.batch, hooks_into(features[1]));
+    EXPECT_TRUE(SameBits(features[0], features[1])) << PrecisionName(precision);
+
+    std::vector<float> zero_weights(n, 0.0f);
+    Batch unweighted = tb.batch;
+    unweighted.loss_weights = zero_weights;
+    full.ZeroGrads(ctx);
+    full.ForwardBackward(ctx, unweighted, 1.0f, hooks_into(features[0]));
+    for (int step = 0; step < 2; ++step) {
+      trunk.ZeroGrads(ctx);
+      const LossStats loss = trunk.ForwardBackward(ctx, tb.batch, 1.0f, hooks_into(features[1]));
+      EXPECT_EQ(loss.tokens, 0);
+    }
+    const std::span<const float> want = full.params().grads(), got = trunk.params().grads();
+    ASSERT_EQ(want.size(), got.size());
+    int64_t nonzero = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << PrecisionName(precision) << " grad " << i;
+      nonzero += got[i] != 0.0f;
+    }
+    EXPECT_GT(nonzero, static_cast<int64_t>(want.size()) / 2) << "the hook's gradient reached "
+                                                                 "the layers";
+    const ModelView<float> trunk_grads = trunk.params().GradView();
+    for (int64_t i = 0; i < cfg.vocab_size * cfg.dim; ++i) ASSERT_EQ(trunk_grads.lm_head[i], 0.0f);
+    for (int64_t i = 0; i < cfg.dim; ++i) ASSERT_EQ(trunk_grads.final_norm[i], 0.0f);
+  }
+}
+
 // Delayed scaling's rule: scale = fp8_max / max of the last `history`
 // recorded step amaxes (or the most recent one); a step's amax is the max
 // over its records; an overflowed step (NaN/Inf) or an unrecorded one keeps

@@ -213,18 +213,12 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   return out;
 }
 
-Result<std::vector<std::vector<double>>> RecomputeLogProbs(
-    model::Llama& model, const kernels::KernelCtx& ctx,
-    std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
-    const SamplingConfig& sampling, const HeadInputFn& head_input) {
-  ANVIL_TRACE_ZONE("recompute_logprobs");
-  const int64_t t_len = model.options().max_seq_len > 0 ? model.options().max_seq_len
-                                                        : model.config().max_seq_len;
-  const int64_t vocab = model.config().vocab_size;
-  constexpr int64_t kLogitsBudget = int64_t{64} << 20;  // bytes
-  const int64_t rows_per_call = std::clamp<int64_t>(
-      kLogitsBudget / (t_len * vocab * static_cast<int64_t>(sizeof(float))), 1,
-      model.options().max_batch);
+namespace {
+
+// The rows a scoring forward reads: each sample's prompt and completion from
+// position 0, in rows of `t_len`, padded; a sample that does not fit is an error.
+Status CheckSamplesFit(std::span<const std::vector<int32_t>> prompts,
+                       std::span<const RolloutSample> samples, int64_t t_len) {
   for (const RolloutSample& s : samples) {
     if (s.request < 0 || s.request >= static_cast<int64_t>(prompts.size()) || s.tokens.empty() ||
         prompts[s.request].size() + s.tokens.size() - 1 > static_cast<size_t>(t_len)) {
@@ -233,20 +227,48 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
           s.sample, s.request, s.tokens.size(), t_len));
     }
   }
+  return Status::Ok();
+}
+
+void FillRows(std::span<const std::vector<int32_t>> prompts,
+              std::span<const RolloutSample> samples, int64_t t_len,
+              std::vector<int32_t>& tokens) {
+  tokens.assign(samples.size() * t_len, 0);
+  for (size_t r = 0; r < samples.size(); ++r) {
+    const RolloutSample& s = samples[r];
+    const std::vector<int32_t>& prompt = prompts[s.request];
+    // The last token is predicted, never read.
+    std::copy(prompt.begin(), prompt.end(), tokens.begin() + r * t_len);
+    std::copy(s.tokens.begin(), s.tokens.end() - 1, tokens.begin() + r * t_len + prompt.size());
+  }
+}
+
+int64_t RowLength(const model::Llama& model) {
+  return model.options().max_seq_len > 0 ? model.options().max_seq_len
+                                         : model.config().max_seq_len;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<double>>> RecomputeLogProbs(
+    model::Llama& model, const kernels::KernelCtx& ctx,
+    std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
+    const SamplingConfig& sampling, const HeadInputFn& head_input) {
+  ANVIL_TRACE_ZONE("recompute_logprobs");
+  const int64_t t_len = RowLength(model);
+  const int64_t vocab = model.config().vocab_size;
+  constexpr int64_t kLogitsBudget = int64_t{64} << 20;  // bytes
+  const int64_t rows_per_call = std::clamp<int64_t>(
+      kLogitsBudget / (t_len * vocab * static_cast<int64_t>(sizeof(float))), 1,
+      model.options().max_batch);
+  RETURN_IF_ERROR(CheckSamplesFit(prompts, samples, t_len));
   std::vector<int32_t> tokens;
   std::vector<float> logits(static_cast<size_t>(rows_per_call * t_len * vocab));
   std::vector<Sampler> samplers(std::max(1, ctx.threads()), Sampler(sampling, ctx.isa()));
   std::vector<std::vector<double>> out(samples.size());
   for (size_t first = 0; first < samples.size(); first += rows_per_call) {
     const int64_t rows = std::min<int64_t>(rows_per_call, samples.size() - first);
-    tokens.assign(rows * t_len, 0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const RolloutSample& s = samples[first + r];
-      const std::vector<int32_t>& prompt = prompts[s.request];
-      // The last token is predicted, never read.
-      std::copy(prompt.begin(), prompt.end(), tokens.begin() + r * t_len);
-      std::copy(s.tokens.begin(), s.tokens.end() - 1, tokens.begin() + r * t_len + prompt.size());
-    }
+    FillRows(prompts, samples.subspan(first, rows), t_len, tokens);
     const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = tokens};
     model::StepHooks hooks;
     if (head_input) {
@@ -265,6 +287,25 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     });
   }
   return out;
+}
+
+Status ForwardHeadInputs(model::Llama& model, const kernels::KernelCtx& ctx,
+                         std::span<const std::vector<int32_t>> prompts,
+                         std::span<const RolloutSample> samples, const HeadInputFn& head_input) {
+  ANVIL_TRACE_ZONE("forward_head_inputs");
+  const int64_t t_len = RowLength(model);
+  RETURN_IF_ERROR(CheckSamplesFit(prompts, samples, t_len));
+  const int64_t rows_per_call = model.options().max_batch;
+  std::vector<int32_t> tokens;
+  for (size_t first = 0; first < samples.size(); first += rows_per_call) {
+    const int64_t rows = std::min<int64_t>(rows_per_call, samples.size() - first);
+    FillRows(prompts, samples.subspan(first, rows), t_len, tokens);
+    const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = tokens};
+    model::StepHooks hooks;
+    hooks.head_input = [&](const float* x, float*, int64_t) { head_input(x, first, rows, t_len); };
+    model.Forward(ctx, batch, hooks);
+  }
+  return Status::Ok();
 }
 
 }  // namespace anvil::infer

@@ -129,4 +129,12 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
     const SamplingConfig& sampling, const HeadInputFn& head_input = nullptr);
 
+// RecomputeLogProbs' forward up to the head's input only, for a model whose
+// LM head is never used (LlamaOptions::lm_head false: PPO's separate critic):
+// `head_input` sees the same rows, as many a call as the model holds (rows
+// are batch invariant: the features are those RecomputeLogProbs' calls give).
+Status ForwardHeadInputs(model::Llama& model, const kernels::KernelCtx& ctx,
+                         std::span<const std::vector<int32_t>> prompts,
+                         std::span<const RolloutSample> samples, const HeadInputFn& head_input);
+
 }  // namespace anvil::infer

@@ -149,7 +149,7 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
     }
     slot.d_resid = f32(n * c);
   }
-  if (options.stage.has_head(config)) {
+  if (options.stage.has_head(config) && options.lm_head) {
     const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
     s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
   }
@@ -300,6 +300,10 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
     MlpBlockForward(shape_, fw_.Mlp<A>(l), n, y, x, slot.mlp[0], LayerScratch(s, l), ctx);
   }
   hooks.HeadInput(x, nullptr, n);
+  if (!options_.lm_head) {
+    CHECK(logits_out == nullptr) << "Logits of a model built without its LM head (lm_head false)";
+    return {};
+  }
   hooks.BeforeForward(num_units() - 1);
   const HeadWeights<A> hw = fw_.Head<A>();
   if (logits_out != nullptr) {  // straight into the caller's [N, V]
@@ -341,6 +345,14 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
       hooks.Probe(fmt::format("layers.{}.mlp_out", l), slot.resid[2 * i + 2], nc);
   }
   if (!last_stage()) return {};
+  const int head_unit = num_units() - 1;
+  if (!options_.lm_head) {  // the caller's head alone gives the trunk its gradient
+    std::fill_n(slot.d_resid, nc, 0.0f);
+    hooks.HeadInput(slot.resid.back(), slot.d_resid, n);
+    hooks.Probe("head.d_in", slot.d_resid, nc);
+    hooks.GradsReady(unit_begins_[head_unit]);
+    return {};
+  }
   const int32_t* targets = batch.targets.data();
   CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
   if (loss_scale <= 0.0f) {
@@ -351,7 +363,6 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   // The head's loss and its backward together, a chunk of rows at a time (the
   // [N, V] logits are never whole), leaving the grad of its input in the
   // slot's d_resid for the layers' backward.
-  const int head_unit = num_units() - 1;
   hooks.BeforeForward(head_unit);
   hooks.BeforeBackward(head_unit);
   CHECK(batch.loss_weights.empty() || static_cast<int64_t>(batch.loss_weights.size()) == n)

@@ -120,6 +120,12 @@ struct LlamaOptions {
   // FP8 precisions: the first and the last this many layers keep f32 GEMMs
   // (the LM head always does).
   int fp8_high_precision_layers = 0;
+  // false: a trunk whose final features only a head of the caller's reads
+  // (StepHooks::head_input; PPO's separate critic). The LM head never runs:
+  // ForwardBackward's gradient comes from that hook alone (loss 0), Forward
+  // returns no loss, Logits is refused. Its weights stay (checkpoints hold
+  // them), its grads stay zero, and its logits buffers are not allocated.
+  bool lm_head = true;
 };
 
 // What a Llama allocates, in bytes.

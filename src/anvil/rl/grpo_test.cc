@@ -183,7 +183,7 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
                             cfg.dim + 1);
     // A separate critic: a model of its own from the policy's starting weights.
     const bool separate = std::string(c.name).find("separate") != std::string::npos;
-    model::Llama critic_model(cfg, {.max_batch = kPrompts * kGroup}, ctx);
+    model::Llama critic_model(cfg, {.max_batch = kPrompts * kGroup, .lm_head = false}, ctx);
     critic_model.InitWeights(ctx, 4);
     optim::AdamW critic_adamw(oc, optim::LlamaParamGroups(critic_model.params()),
                               critic_model.params().size());

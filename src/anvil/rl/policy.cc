@@ -89,7 +89,8 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
 }
 
 Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoint,
-                                                    const Policy& policy, int64_t max_batch) {
+                                                    const Policy& policy, int64_t max_batch,
+                                                    bool lm_head) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(checkpoint));
   ASSIGN_OR_RETURN(const model::ModelConfig config,
                    model::ReadHfConfig(info.dir + "/config.json"));
@@ -99,6 +100,7 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
   }
   model::LlamaOptions options = policy.llama->options();
   options.max_batch = max_batch;
+  options.lm_head = lm_head;
   auto reference = std::make_unique<model::Llama>(config, options, *policy.ctx);
   reference->InitWeights(*policy.ctx, 0);  // zeroes the padding; the load overwrites every tensor
   RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, reference->params()));

@@ -61,9 +61,11 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
 
 // A frozen model of a checkpoint's weights on `policy`'s threads, in its
 // precision (the reference of a KL penalty); the checkpoint must hold a
-// model of the policy's shape. Steps of up to `max_batch` rows.
+// model of the policy's shape. Steps of up to `max_batch` rows. `lm_head`
+// false: a trunk without it (LlamaOptions::lm_head; PPO's separate critic).
 Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoint,
-                                                    const Policy& policy, int64_t max_batch);
+                                                    const Policy& policy, int64_t max_batch,
+                                                    bool lm_head = true);
 
 // The AdamW of a policy's parameters (weight decay on matrices only).
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,

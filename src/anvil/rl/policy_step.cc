@@ -45,6 +45,11 @@ Status CheckStep(const Rollouts& rollouts, size_t prompts, const PolicyStepConfi
     return InvalidArgument(
         "a separate critic needs its model and that model's optimizer, and PPO");
   }
+  if (critic.trunk != nullptr && critic.trunk->options().lm_head) {
+    return InvalidArgument(
+        "a separate critic's model must be built without its LM head (LlamaOptions lm_head "
+        "false): only the value head reads its features");
+  }
   if (config.epochs < 1 || config.minibatches < 1) {
     return InvalidArgument(fmt::format("epochs = {} and minibatches = {}: expected >= 1",
                                        config.epochs, config.minibatches));
@@ -208,10 +213,8 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
       const std::vector<std::vector<double>> recomputed,
       infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling,
                                separate ? infer::HeadInputFn(nullptr) : values_hook));
-  if (separate) {  // its log-probs unused: the forward that reaches its features
-    RETURN_IF_ERROR(
-        infer::RecomputeLogProbs(*critic.trunk, ctx, prompts, kept, sampling, values_hook)
-            .status());
+  if (separate) {
+    RETURN_IF_ERROR(infer::ForwardHeadInputs(*critic.trunk, ctx, prompts, kept, values_hook));
   }
   std::vector<std::vector<double>> reference_logp;
   if (reference != nullptr) {
@@ -264,7 +267,7 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
 
   // The updates: `epochs` passes, each over `minibatches` contiguous shares of the rows.
   std::vector<float> token_weights(logp_old.size());
-  std::vector<float> weights, no_lm_loss;
+  std::vector<float> weights;
   std::vector<double> values_now, dv;
   std::vector<int64_t> local_where;
   model::LlamaParams& params = model.params();
@@ -325,15 +328,11 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
       const float clip_scale = optim::ClipScale(norm, grad_clip);
       adamw.Step(ctx, lr, clip_scale, params.weights(), params.grads(), params.bf16());
       if (separate) {
-        // The critic's own step: its LM loss weighted by zero (no gradient),
-        // the value loss's gradient added at its features, clipped on its
-        // own norm.
+        // The critic's own step: the value loss's gradient at its features
+        // (it has no LM head), clipped on its own norm.
         model::LlamaParams& cp = critic.trunk->params();
-        no_lm_loss.assign(n, 0.0f);
-        model::Batch critic_batch = batch;
-        critic_batch.loss_weights = no_lm_loss;
         critic.trunk->ZeroGrads(ctx);
-        critic.trunk->ForwardBackward(ctx, critic_batch, /*loss_scale=*/1.0f, value_hooks);
+        critic.trunk->ForwardBackward(ctx, batch, /*loss_scale=*/1.0f, value_hooks);
         const double critic_norm =
             std::hypot(optim::GlobalNorm(ctx.pool(), cp.grads()),
                        optim::GlobalNorm(ctx.pool(), critic.head->grads()));

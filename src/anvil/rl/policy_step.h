@@ -77,8 +77,9 @@ Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::K
 // head reads the policy's own features (the trunk learns from the policy
 // loss and vf_coef times the value loss), or, with `trunk`, the final
 // features of a model of its own (a separate critic, usually started from
-// the policy's checkpoint), which the value loss alone trains with
-// `trunk_adamw`, clipped (with the head) on its own norm.
+// the policy's checkpoint, built without its LM head: LlamaOptions lm_head
+// false), which the value loss alone trains with `trunk_adamw`, clipped (with
+// the head) on its own norm.
 struct Critic {
   ValueHead* head = nullptr;
   optim::AdamW* adamw = nullptr;

@@ -352,7 +352,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   std::unique_ptr<model::Llama> critic_model;
   std::unique_ptr<optim::AdamW> critic_adamw;
   if (gc.critic == "separate") {
-    ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, gc.samples_per_step()));
+    ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, gc.samples_per_step(),
+                                                 /*lm_head=*/false));
     model::LlamaParams& cp = critic_model->params();
     critic_adamw =
         std::make_unique<optim::AdamW>(rc.optim, optim::LlamaParamGroups(cp), cp.size());
