@@ -230,9 +230,8 @@ Status CheckSamplesFit(std::span<const std::vector<int32_t>> prompts,
   return Status::Ok();
 }
 
-void FillRows(std::span<const std::vector<int32_t>> prompts,
-              std::span<const RolloutSample> samples, int64_t t_len,
-              std::vector<int32_t>& tokens) {
+void FillRows(std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
+              int64_t t_len, std::vector<int32_t>& tokens) {
   tokens.assign(samples.size() * t_len, 0);
   for (size_t r = 0; r < samples.size(); ++r) {
     const RolloutSample& s = samples[r];
@@ -244,8 +243,7 @@ void FillRows(std::span<const std::vector<int32_t>> prompts,
 }
 
 int64_t RowLength(const model::Llama& model) {
-  return model.options().max_seq_len > 0 ? model.options().max_seq_len
-                                         : model.config().max_seq_len;
+  return model.options().max_seq_len > 0 ? model.options().max_seq_len : model.config().max_seq_len;
 }
 
 }  // namespace
@@ -258,9 +256,9 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
   const int64_t t_len = RowLength(model);
   const int64_t vocab = model.config().vocab_size;
   constexpr int64_t kLogitsBudget = int64_t{64} << 20;  // bytes
-  const int64_t rows_per_call = std::clamp<int64_t>(
-      kLogitsBudget / (t_len * vocab * static_cast<int64_t>(sizeof(float))), 1,
-      model.options().max_batch);
+  const int64_t rows_per_call =
+      std::clamp<int64_t>(kLogitsBudget / (t_len * vocab * static_cast<int64_t>(sizeof(float))), 1,
+                          model.options().max_batch);
   RETURN_IF_ERROR(CheckSamplesFit(prompts, samples, t_len));
   std::vector<int32_t> tokens;
   std::vector<float> logits(static_cast<size_t>(rows_per_call * t_len * vocab));
@@ -272,7 +270,9 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     const model::Batch batch{.rows = rows, .seq_len = t_len, .tokens = tokens, .targets = tokens};
     model::StepHooks hooks;
     if (head_input) {
-      hooks.head_input = [&](const float* x, float*, int64_t) { head_input(x, first, rows, t_len); };
+      hooks.head_input = [&](const float* x, float*, int64_t) {
+        head_input(x, first, rows, t_len);
+      };
     }
     model.Logits(ctx, batch, logits.data(), hooks);
     ctx.pool().ParallelFor(rows, [&](int64_t b, int64_t e, int t) {
