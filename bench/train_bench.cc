@@ -37,6 +37,7 @@ Status WriteRandomShard(const std::string& path, int64_t vocab, int64_t tokens) 
 struct Figures {
   double tokens_per_s = 0;
   double mfu = 0;
+  int64_t max_rss_bytes = 0;
 };
 
 int Fail(const Status& s) {
@@ -89,8 +90,11 @@ int RunTrainBench(const TrainBenchOptions& o) {
   if (!mc.ok()) return fail(mc.status());
   auto tc = train::TrainConfig::FromConfig(peer_view);
   if (!tc.ok()) return fail(tc.status());
-  const std::string precision =
-      o.precision.empty() ? model::PrecisionName(tc->precision) : o.precision;
+  // "auto" (the configs' default) is the trainer's to resolve: `precision`
+  // becomes what it chose, so the peer runs the same one.
+  std::string precision = !o.precision.empty() ? o.precision
+                          : tc->precision_auto ? std::string("auto")
+                                               : std::string(model::PrecisionName(tc->precision));
 
   const std::string tmp = (fs::temp_directory_path() /
                            fmt::format("anvil_bench_train_{}", ::getpid())).string();
@@ -160,6 +164,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
     train::Trainer& t = **trainer;
     threads = t.threads();
     peak = t.peak_gflops();
+    precision = model::PrecisionName(t.train_config().precision);
     if (!o.json) {
       fmt::print("anvil bench train: {} ({:.2f} M params, {:.1f} MFLOP/token), {} x {} x {} "
                  "tokens/step, {}, {} threads, peak {:.0f} GFLOP/s\n",
@@ -173,6 +178,9 @@ int RunTrainBench(const TrainBenchOptions& o) {
     const double seconds = watch.Seconds();
     anvil_fig.tokens_per_s = static_cast<double>(o.steps * tc->tokens_per_step()) / seconds;
     anvil_fig.mfu = anvil_fig.tokens_per_s * flops_per_token / (peak * 1e9);
+    // The peer runs in a process of its own: this process's high-water mark
+    // is anvil's (with the random data, a few MiB).
+    anvil_fig.max_rss_bytes = train::PeakRssBytes();
   }
   fs::remove_all(tmp);
 
@@ -211,6 +219,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
     j["peak_gflops"] = peak;
     j["anvil_tokens_per_s"] = anvil_fig.tokens_per_s;
     j["anvil_mfu"] = anvil_fig.mfu;
+    j["anvil_max_rss_bytes"] = anvil_fig.max_rss_bytes;
     if (o.peer) {
       j["peer"] = peer_name;
       j["peer_precision"] = peer_precision;
@@ -222,7 +231,9 @@ int RunTrainBench(const TrainBenchOptions& o) {
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("{:<22} {:>12} {:>8}\n", "", "tokens/s", "MFU");
-    fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", "anvil", anvil_fig.tokens_per_s, 100 * anvil_fig.mfu);
+    fmt::print("{:<22} {:>12.0f} {:>7.1f}%   memory high-water {:.0f} MiB\n", "anvil " + precision,
+               anvil_fig.tokens_per_s, 100 * anvil_fig.mfu,
+               static_cast<double>(anvil_fig.max_rss_bytes) / (1 << 20));
     if (o.peer) {
       if (peer_error.empty()) {
         fmt::print("{:<22} {:>12.0f} {:>7.1f}%\n", peer_name + " " + peer_precision,

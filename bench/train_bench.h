@@ -19,7 +19,7 @@ namespace anvil::bench {
 
 struct TrainBenchOptions {
   std::string config;      // a run config: [model] and [train] (batch_size, seq_len, grad_accum)
-  std::string precision;   // "f32" | "bf16"; empty: the config's train.precision
+  std::string precision;   // a train.precision value; empty: the config's
   int threads = 0;         // 0: ANVIL_THREADS or all cores
   int steps = 10;          // timed steps
   int warmup = 3;          // untimed steps first

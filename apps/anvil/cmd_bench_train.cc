@@ -11,8 +11,11 @@ void AddBenchTrain(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "train", "Steady-state training tokens/s and MFU against a PyTorch Llama of the same config");
   cmd->add_option("--config", o->config, "Run config (TOML)")->required();
-  cmd->add_option("--precision", o->precision, "f32 or bf16 (default: the config's)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--precision", o->precision,
+                  "f32, bf16, an FP8 recipe (fp8-tensor, fp8-delayed, fp8-block, mxfp8; the "
+                  "peer then runs bf16) or auto (default: the config's)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8-tensor", "fp8-delayed", "fp8-block", "mxfp8",
+                             "auto"}));
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--steps", o->steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
