@@ -46,6 +46,13 @@ bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf1
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                    int k_panel, bool pairs, uint32_t* out);
 
+// PackFp8Vector's bf16 pairs without MX scales on a CPU with AVX512_VBMI
+// (gemm_avx512_fp8_pack.cc): the same words, decoded by byte permutes.
+// False (nothing written) for an MX operand.
+bool PackFp8PairsVbmi(const Fp8Operand& o, const uint16_t* bf16, int64_t ld, bool trans,
+                      int64_t r0, int64_t rows, int64_t p0, int64_t kc, int k_panel,
+                      uint32_t* out);
+
 // The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
 // uses 24 KiB of scratch.
 void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);

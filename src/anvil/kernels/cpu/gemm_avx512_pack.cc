@@ -10,7 +10,9 @@
 #include <algorithm>
 #pragma GCC diagnostic pop
 
+#include "anvil/core/cpu_features.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
+#include "anvil/kernels/cpu/gemm_avx512_transpose.h"
 
 namespace anvil::kernels::gemm_internal::avx512 {
 namespace {
@@ -19,35 +21,6 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 __mmask16 Mask16(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1u); }
 __mmask32 Mask32(int64_t n) { return n >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << n) - 1u); }
 constexpr __mmask16 kMrMask = (1u << kMr) - 1u;
-
-// In-place transpose of 16 rows of 16 32-bit lanes: v[i] lane j <- v[j] lane i.
-[[gnu::always_inline]] inline void Transpose16x16(__m512 v[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-  }
-  // u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c.
-  __m512 u[16];
-  for (int g = 0; g < 4; ++g) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
-    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    v[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-    v[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-    v[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-    v[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-  }
-}
 
 // Loads up to 16 rows of 16 words (`words` valid per row) from rows of 32-bit
 // data at `row_stride_bytes`, transposes, and stores the first `out_words`
@@ -136,6 +109,9 @@ bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf1
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                    int k_panel, bool pairs, uint32_t* out) {
   const bool mx = o.scaling == Fp8Scaling::kMx;
+  if (pairs && !mx && GetCpuFeatures().avx512_vbmi) {
+    return PackFp8PairsVbmi(o, bf16, ld, trans, r0, rows, p0, kc, k_panel, out);
+  }
   const int64_t chunk = pairs ? 32 : 16;  // codes per 16 words
   if (mx && (trans || o.block % chunk != 0 || p0 % chunk != 0)) return false;
   const int64_t mx_blocks = mx ? (k_total + o.block - 1) / o.block : 0;

@@ -1,0 +1,169 @@
+// GemmFp8's packing of FP8 operand rows into bf16 k-pairs (no MX scales) with
+// AVX512_VBMI byte permutes in place of gathers: the words of 64 codes come
+// from four vpermi2b over the format's 256-entry word table (its low and high
+// bytes, codes 0-127 and 128-255 apart, the code's top bit choosing) and two
+// vpermt2b that lay them out in code order, two codes (an even and an odd k)
+// to a 32-bit word. The table is gemm_fp8.h's bf16 table itself, so every
+// code, NaN and infinity included, gets the word the gathers (and the scalar
+// Fp8Pack::Pack) give: the same panels, bit for bit
+// (kernels_gemm_fp8_pack_test). The gathers cost about a third of a training
+// GEMM's time on Zen 5.
+// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+#include "anvil/kernels/cpu/gemm_avx512.h"
+#include "anvil/kernels/cpu/gemm_avx512_transpose.h"
+
+namespace anvil::kernels::gemm_internal::avx512 {
+namespace {
+
+__mmask16 Mask16(int64_t n) {
+  return n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1u);
+}
+__mmask32 Mask32(int64_t n) {
+  return n >= 32 ? 0xFFFFFFFFu : n <= 0 ? 0 : static_cast<__mmask32>((1u << n) - 1u);
+}
+__mmask64 Mask64(int64_t n) {
+  return n >= 64 ? ~__mmask64{0} : n <= 0 ? 0 : (__mmask64{1} << n) - 1u;
+}
+
+// The 256 words' low and high bytes, 64 codes a register.
+struct WordTable {
+  __m512i lo[4], hi[4];
+};
+WordTable LoadTable(const uint16_t* words) {
+  alignas(64) uint8_t lo[256], hi[256];
+  for (int q = 0; q < 256; ++q) {
+    lo[q] = static_cast<uint8_t>(words[q] & 0xFF);
+    hi[q] = static_cast<uint8_t>(words[q] >> 8);
+  }
+  WordTable t;
+  for (int i = 0; i < 4; ++i) {
+    t.lo[i] = _mm512_load_si512(lo + 64 * i);
+    t.hi[i] = _mm512_load_si512(hi + 64 * i);
+  }
+  return t;
+}
+
+// vpermt2b indices that interleave two byte vectors (low bytes a, high bytes
+// b) into the 16-bit words of elements [32h, 32h + 32): byte 2i from a[32h +
+// i], byte 2i + 1 from b[32h + i] (index bit 6 selects b).
+__m512i InterleaveIndex(int h) {
+  alignas(64) uint8_t idx[64];
+  for (int i = 0; i < 32; ++i) {
+    idx[2 * i] = static_cast<uint8_t>(32 * h + i);
+    idx[2 * i + 1] = static_cast<uint8_t>(64 + 32 * h + i);
+  }
+  return _mm512_load_si512(idx);
+}
+
+struct Decoder {
+  WordTable table;
+  __m512i first, second;  // InterleaveIndex(0), (1)
+
+  // The words of 64 codes, in code order: words 0-31 in *w0, 32-63 in *w1
+  // (as 32-bit lanes, codes 2i and 2i + 1 in lane i's low and high halves).
+  [[gnu::always_inline]] void Words(__m512i codes, __m512i* w0, __m512i* w1) const {
+    const __mmask64 upper = _mm512_movepi8_mask(codes);  // codes 128-255
+    const __m512i lo = _mm512_mask_blend_epi8(
+        upper, _mm512_permutex2var_epi8(table.lo[0], codes, table.lo[1]),
+        _mm512_permutex2var_epi8(table.lo[2], codes, table.lo[3]));
+    const __m512i hi = _mm512_mask_blend_epi8(
+        upper, _mm512_permutex2var_epi8(table.hi[0], codes, table.hi[1]),
+        _mm512_permutex2var_epi8(table.hi[2], codes, table.hi[3]));
+    *w0 = _mm512_permutex2var_epi8(lo, first, hi);
+    *w1 = _mm512_permutex2var_epi8(lo, second, hi);
+  }
+};
+
+}  // namespace
+
+bool PackFp8PairsVbmi(const Fp8Operand& o, const uint16_t* bf16, int64_t ld, bool trans,
+                      int64_t r0, int64_t rows, int64_t p0, int64_t kc, int k_panel,
+                      uint32_t* out) {
+  if (o.scaling == Fp8Scaling::kMx) return false;
+  const Decoder d{LoadTable(bf16), InterleaveIndex(0), InterleaveIndex(1)};
+  const int64_t steps = (kc + 1) / 2;
+  const int64_t padded = (rows + k_panel - 1) / k_panel * k_panel;
+  if (trans) {  // stored [k, rows]: a step's codes are two rows of 16 columns
+    for (int64_t q0 = 0; q0 < padded; q0 += k_panel) {
+      uint32_t* panel = out + q0 * steps;
+      for (int g = 0; g < k_panel; g += 16) {
+        const int group = k_panel - g < 16 ? k_panel - g : 16;
+        const int64_t left = rows - q0 - g;
+        const int valid = left <= 0 ? 0 : left < group ? static_cast<int>(left) : group;
+        const __mmask16 load = Mask16(valid), store = Mask16(group);
+        const uint8_t* col = o.data + p0 * ld + r0 + q0 + g;
+        auto codes_at = [&](int64_t k) {  // a k's 16 codes, zero past K and the rows
+          return k < kc ? _mm_maskz_loadu_epi8(load, col + k * ld) : _mm_setzero_si128();
+        };
+        // Two steps a decode: k 2st..2st+3 interleaved (even k low, odd k
+        // high), words of step st in w0, of st + 1 in w1.
+        for (int64_t st = 0; st < steps; st += 2) {
+          const __m128i k0 = codes_at(2 * st), k1 = codes_at(2 * st + 1);
+          const __m128i k2 = codes_at(2 * st + 2), k3 = codes_at(2 * st + 3);
+          const __m512i codes = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_set_m128i(_mm_unpackhi_epi8(k0, k1),
+                                                      _mm_unpacklo_epi8(k0, k1))),
+              _mm256_set_m128i(_mm_unpackhi_epi8(k2, k3), _mm_unpacklo_epi8(k2, k3)), 1);
+          __m512i w[2];
+          d.Words(codes, &w[0], &w[1]);
+          for (int h = 0; h < 2 && st + h < steps; ++h) {
+            // Past K a half is zero; rows past the matrix are zero words.
+            const int64_t k_odd = 2 * (st + h) + 1;
+            const __mmask32 halves = k_odd < kc ? 0xFFFFFFFFu : 0x55555555u;
+            const __m512i words = _mm512_maskz_mov_epi16(halves, w[h]);
+            _mm512_mask_storeu_epi32(panel + (st + h) * k_panel + g, store,
+                                     _mm512_maskz_mov_epi32(load, words));
+          }
+        }
+      }
+    }
+    return true;
+  }
+  // Stored [rows, k]: 64 codes of each of 16 rows decoded, then two 16 x 16
+  // transposes of their words give 32 steps of the 16 rows.
+  for (int64_t q0 = 0; q0 < padded; q0 += k_panel) {
+    uint32_t* panel = out + q0 * steps;
+    for (int g = 0; g < k_panel; g += 16) {
+      const int group = k_panel - g < 16 ? k_panel - g : 16;
+      const __mmask16 store_mask = Mask16(group);
+      for (int64_t c0 = 0; c0 < kc; c0 += 64) {
+        const int64_t n = kc - c0 < 64 ? kc - c0 : 64;
+        __m512 v[2][16];
+        for (int i = 0; i < 16; ++i) {
+          const int64_t r = q0 + g + i;
+          if (i >= group || r >= rows) {
+            v[0][i] = v[1][i] = _mm512_setzero_ps();
+            continue;
+          }
+          const __m512i codes = _mm512_maskz_loadu_epi8(Mask64(n), o.data + (r0 + r) * ld + p0 + c0);
+          __m512i w0, w1;
+          d.Words(codes, &w0, &w1);
+          // Halves past K are zero (not value(0), whatever it is).
+          v[0][i] = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(Mask32(n), w0));
+          v[1][i] = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(Mask32(n - 32), w1));
+        }
+        for (int h = 0; h < 2; ++h) {
+          const int64_t s0 = c0 / 2 + 16 * h;
+          if (s0 >= steps) break;
+          Transpose16x16(v[h]);
+          const int64_t ns = steps - s0 < 16 ? steps - s0 : 16;
+          for (int64_t s = 0; s < ns; ++s) {
+            _mm512_mask_storeu_ps(reinterpret_cast<float*>(panel + (s0 + s) * k_panel + g),
+                                  store_mask, v[h][s]);
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace anvil::kernels::gemm_internal::avx512

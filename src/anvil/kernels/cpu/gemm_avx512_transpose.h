@@ -1,0 +1,48 @@
+// A 16 x 16 transpose of 32-bit lanes in AVX-512 registers, for the packers
+// of the AVX-512 GEMM unit (cpu/gemm_avx512_pack.cc, and the AVX512_VBMI
+// FP8 packer cpu/gemm_avx512_fp8_pack.cc). Include only from files built
+// for AVX-512; the function has internal linkage, so each file, whatever
+// its flags, keeps its own copy and none is shared across ISA flags.
+#pragma once
+
+// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+namespace anvil::kernels::gemm_internal::avx512 {
+namespace {
+
+// In-place transpose of 16 rows of 16 32-bit lanes: v[i] lane j <- v[j] lane i.
+[[gnu::always_inline]] inline void Transpose16x16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 at column 4L + c.
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    v[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    v[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    v[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    v[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+}  // namespace
+}  // namespace anvil::kernels::gemm_internal::avx512
