@@ -32,10 +32,12 @@ constexpr int64_t kNc = 512;
 // unrolled loop, GCC 12 kept the registers but also stored all twelve to the
 // stack at every k step (ten stores per twelve FMAs; the kernel ran at about
 // half its peak). B's step s is the kNr floats at bp + s * b_step (a packed
-// panel: kNr).
+// panel: kNr). With sa [kRows] and sb [kNr], GemmFp8's block-scaled update
+// instead (gemm_driver.h's BlockUpdate, in registers): C = P * (sa * sb), or
+// fma(P, sa * sb, C) with `add`.
 template <int kRows = kMr>
 void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step, float* c,
-                 int64_t ldc, bool add) {
+                 int64_t ldc, bool add, const float* sa = nullptr, const float* sb = nullptr) {
   static_assert(kRows >= 1 && kRows <= kMr);
   // The C tile is read (add) or written at the end; fetch its lines now, so the
   // K block's FMAs hide the miss (C of a training GEMM is far larger than L2).
@@ -84,6 +86,25 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step
   }
   const __m256 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                               {c30, c31}, {c40, c41}, {c50, c51}};
+  if (sa != nullptr) {
+    const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
+    for (int r = 0; r < kRows; ++r) {
+      float* row = c + r * ldc;
+      const __m256 sr = _mm256_set1_ps(sa[r]);
+      const __m256 f0 = _mm256_mul_ps(sr, sb0), f1 = _mm256_mul_ps(sr, sb1);
+      __m256 lo, hi;
+      if (add) {
+        lo = _mm256_fmadd_ps(acc[r][0], f0, _mm256_loadu_ps(row));
+        hi = _mm256_fmadd_ps(acc[r][1], f1, _mm256_loadu_ps(row + 8));
+      } else {
+        lo = _mm256_mul_ps(acc[r][0], f0);
+        hi = _mm256_mul_ps(acc[r][1], f1);
+      }
+      _mm256_storeu_ps(row, lo);
+      _mm256_storeu_ps(row + 8, hi);
+    }
+    return;
+  }
   for (int r = 0; r < kRows; ++r) {
     float* row = c + r * ldc;
     __m256 lo = acc[r][0], hi = acc[r][1];
@@ -122,6 +143,14 @@ struct Tier {
                     float* c, int64_t ldc, bool add) {
     MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
                 b_step, c, ldc, add);
+  }
+  // A whole tile's block-scaled update (gemm_driver.h's BlockUpdate) in registers.
+  static bool MicroScaled(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp,
+                          int64_t b_step, float* c, int64_t ldc, const float* sa, const float* sb,
+                          bool add) {
+    MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
+                b_step, c, ldc, add, sa, sb);
+    return true;
   }
   // FP8 operands pack with gemm_fp8.h's scalar code.
   static bool PackFp8Vector(const Fp8Operand&, const float*, const uint16_t*, int64_t, bool,

@@ -24,16 +24,21 @@ namespace {
 constexpr int64_t kMc = 12 * kMr;
 constexpr int64_t kNc = 1024;
 
-enum class Update { kStore, kAdd };
+// How a tile's sum P goes into C. The scaled forms are GemmFp8's block
+// scaling (gemm_driver.h's BlockUpdate, in registers): C = P * (sa * sb) or
+// fma(P, sa * sb, C), sa the rows' factors, sb the columns'.
+enum class Update { kStore, kAdd, kScaledStore, kScaledAdd };
 
 // C[0:kRows, 0:kNr] (=|+=) Σ_s a(s, r) b(s, j) over `steps` k steps, with the
 // sum started from zero in registers. `kBf16`: a step is a k-pair (vdpbf16ps).
 // B's step s is the kNr words at bp + s * b_step (a packed panel: kNr).
 // kRows < kMr: the first rows of a panel (an edge tile; each row's sums are
-// the same whichever kernel computes them).
+// the same whichever kernel computes them). sa [kRows], sb [kNr]: the scaled
+// updates' factors.
 template <bool kBf16, int kRows = kMr>
 void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step, float* c,
-                 int64_t ldc, Update update) {
+                 int64_t ldc, Update update, const float* sa = nullptr,
+                 const float* sb = nullptr) {
   __m512 acc[kRows][2];
 #pragma GCC unroll 14
   for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -66,6 +71,25 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t 
     }
     ap += kMr;
     bp += b_step;
+  }
+  if (update == Update::kScaledStore || update == Update::kScaledAdd) {
+    const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < kRows; ++r) {
+      float* row = c + r * ldc;
+      const __m512 sr = _mm512_set1_ps(sa[r]);
+      const __m512 f0 = _mm512_mul_ps(sr, sb0), f1 = _mm512_mul_ps(sr, sb1);
+      if (update == Update::kScaledAdd) {
+        acc[r][0] = _mm512_fmadd_ps(acc[r][0], f0, _mm512_loadu_ps(row));
+        acc[r][1] = _mm512_fmadd_ps(acc[r][1], f1, _mm512_loadu_ps(row + 16));
+      } else {
+        acc[r][0] = _mm512_mul_ps(acc[r][0], f0);
+        acc[r][1] = _mm512_mul_ps(acc[r][1], f1);
+      }
+      _mm512_storeu_ps(row, acc[r][0]);
+      _mm512_storeu_ps(row + 16, acc[r][1]);
+    }
+    return;
   }
 #pragma GCC unroll 14
   for (int r = 0; r < kRows; ++r) {
@@ -128,6 +152,19 @@ struct Tier {
     } else {
       MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u);
     }
+  }
+  // A whole tile's block-scaled update (gemm_driver.h's BlockUpdate) in
+  // the kernel's registers; false where the tier has none.
+  static bool MicroScaled(bool bf16, int64_t steps, const uint32_t* ap, const uint32_t* bp,
+                          int64_t b_step, float* c, int64_t ldc, const float* sa, const float* sb,
+                          bool add) {
+    const Update u = add ? Update::kScaledAdd : Update::kScaledStore;
+    if (bf16) {
+      MicroKernel<true>(steps, ap, bp, b_step, c, ldc, u, sa, sb);
+    } else {
+      MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u, sa, sb);
+    }
+    return true;
   }
   static bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16,
                             int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0,

@@ -34,6 +34,8 @@ namespace anvil::kernels::gemm_internal {
 //     at bp + s * b_step words (kNr in a packed panel),
 //   MicroRows(bf16, rows, ... as Micro): the first rows (< kMr) of a tile
 //     straight into C, or false where the tier runs edge tiles on a copy,
+//   MicroScaled(bf16, ... as Micro, sa, sb, add): a whole tile through
+//     BlockUpdate's arithmetic in registers, or false (then tile + BlockUpdate),
 //   WidenRow(const BF16*, float*, n), RoundRow(const float*, BF16*, n),
 //   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words),
 //   PackFp8Vector(...): gemm_fp8.h's packing in vector code, or false where
@@ -241,6 +243,11 @@ struct Driver {
                 const uint32_t* apanel = s.ap + ir * steps;
                 float* ct = part + (ic - mb + ir) * ldp + jr;
                 if (scaled) {  // the block's tile from zero, then scaled into C
+                  if (nrows == K::kMr && ncols == K::kNr &&
+                      K::MicroScaled(kBf16, steps, apanel, bpanel, b_step, ct, ldp, sa + ir,
+                                     sb + jr, add)) {
+                    continue;
+                  }
                   if (nrows == K::kMr || !K::MicroRows(kBf16, nrows, steps, apanel, bpanel,
                                                        b_step, s.tile, K::kNr, false)) {
                     K::Micro(kBf16, steps, apanel, bpanel, b_step, s.tile, K::kNr, false);
