@@ -16,7 +16,10 @@
 #include "anvil/core/clock.h"
 #include "anvil/core/config.h"
 #include "anvil/core/rng.h"
+#include "anvil/core/thread_pool.h"
 #include "anvil/data/shard.h"
+#include "anvil/profile/peak.h"
+#include "anvil/train/config.h"
 #include "anvil/train/trainer.h"
 #include "python_peer.h"
 
@@ -261,7 +264,13 @@ int RunDataParallelBench(const TrainBenchOptions& o) {
         "global batch (set train.grad_accum to a multiple of {})",
         tc->grad_accum, o.dp, o.dp)));
   }
-  const std::string precision = o.precision.empty() ? "f32" : o.precision;
+  // One precision for every case: "auto" is resolved here, once (each case
+  // measuring the peaks for itself could pick another); f32 by default.
+  std::string precision = o.precision.empty() ? "f32" : o.precision;
+  if (precision == "auto") {
+    ThreadPool pool(o.dp);
+    precision = model::PrecisionName(train::AutoPrecision(profile::MeasurePeakFlops(pool)));
+  }
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   std::string common = fmt::format("--config {} --precision {} --steps {} --warmup {} --json",
                                    ShellQuote(o.config), precision, o.steps, o.warmup);

@@ -19,7 +19,7 @@ namespace anvil::bench {
 
 struct TrainBenchOptions {
   std::string config;      // a run config: [model] and [train] (batch_size, seq_len, grad_accum)
-  std::string precision;   // a train.precision value; empty: the config's
+  std::string precision;   // a train.precision value; empty: the config's (--dp: f32)
   int threads = 0;         // 0: ANVIL_THREADS or all cores
   int steps = 10;          // timed steps
   int warmup = 3;          // untimed steps first

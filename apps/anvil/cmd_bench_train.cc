@@ -13,7 +13,7 @@ void AddBenchTrain(CLI::App& bench) {
   cmd->add_option("--config", o->config, "Run config (TOML)")->required();
   cmd->add_option("--precision", o->precision,
                   "f32, bf16, an FP8 recipe (fp8-tensor, fp8-delayed, fp8-block, mxfp8; the "
-                  "peer then runs bf16) or auto (default: the config's)")
+                  "peer then runs bf16) or auto (default: the config's; with --dp, f32)")
       ->check(CLI::IsMember({"f32", "bf16", "fp8-tensor", "fp8-delayed", "fp8-block", "mxfp8",
                              "auto"}));
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")

@@ -437,8 +437,8 @@ TEST(ModelTest, ATrunkWithoutItsLmHeadLearnsFromTheCallersHead) {
       ASSERT_EQ(got[i], want[i]) << PrecisionName(precision) << " grad " << i;
       nonzero += got[i] != 0.0f;
     }
-    EXPECT_GT(nonzero, static_cast<int64_t>(want.size()) / 2) << "the hook's gradient reached "
-                                                                 "the layers";
+    EXPECT_GT(nonzero, static_cast<int64_t>(want.size()) / 2)
+        << "the hook's gradient reaches the layers";
     const ModelView<float> trunk_grads = trunk.params().GradView();
     for (int64_t i = 0; i < cfg.vocab_size * cfg.dim; ++i) ASSERT_EQ(trunk_grads.lm_head[i], 0.0f);
     for (int64_t i = 0; i < cfg.dim; ++i) ASSERT_EQ(trunk_grads.final_norm[i], 0.0f);

@@ -293,6 +293,7 @@ Status ForwardHeadInputs(model::Llama& model, const kernels::KernelCtx& ctx,
                          std::span<const std::vector<int32_t>> prompts,
                          std::span<const RolloutSample> samples, const HeadInputFn& head_input) {
   ANVIL_TRACE_ZONE("forward_head_inputs");
+  if (!head_input) return InvalidArgument("ForwardHeadInputs: no head_input to call");
   const int64_t t_len = RowLength(model);
   RETURN_IF_ERROR(CheckSamplesFit(prompts, samples, t_len));
   const int64_t rows_per_call = model.options().max_batch;

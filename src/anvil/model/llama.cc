@@ -24,6 +24,12 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   CHECK_GT(options_.max_batch, 0) << "max_batch";
   CHECK_GT(options_.head_chunk_rows, 0) << "head_chunk_rows";
   CHECK_GT(options_.activation_slots, 0) << "activation_slots";
+  // A trunk without its head skips the head unit's hooks: one whole model,
+  // on one rank, holding its own buffers (PPO's separate critic).
+  CHECK(options_.lm_head || (options_.shard.size == 1 && options_.stage.first_layer == 0 &&
+                             options_.stage.has_head(config) && options_.buffers.weights &&
+                             options_.buffers.grads && options_.activation_slots == 1))
+      << "lm_head false needs a whole model on one rank with its own buffers";
   first_layer_ = options_.stage.first_layer;
   end_layer_ = options_.stage.end_layer(config);
   layer_unit_ = first_stage() ? 1 : 0;
@@ -347,6 +353,7 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   if (!last_stage()) return {};
   const int head_unit = num_units() - 1;
   if (!options_.lm_head) {  // the caller's head alone gives the trunk its gradient
+    CHECK(step_hooks.head_input) << "a model without its LM head trains from StepHooks::head_input";
     std::fill_n(slot.d_resid, nc, 0.0f);
     hooks.HeadInput(slot.resid.back(), slot.d_resid, n);
     hooks.Probe("head.d_in", slot.d_resid, nc);

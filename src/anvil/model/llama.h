@@ -124,7 +124,9 @@ struct LlamaOptions {
   // (StepHooks::head_input; PPO's separate critic). The LM head never runs:
   // ForwardBackward's gradient comes from that hook alone (loss 0), Forward
   // returns no loss, Logits is refused. Its weights stay (checkpoints hold
-  // them), its grads stay zero, and its logits buffers are not allocated.
+  // them), the final norm's and an untied LM head's grads stay zero, and its
+  // logits buffers are not allocated. A whole model on one rank with its own
+  // buffers only: the head unit's hooks are not called.
   bool lm_head = true;
 };
 

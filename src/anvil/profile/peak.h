@@ -6,11 +6,12 @@
 // over 16 accumulators — more than latency x issue width on current cores, so
 // the FMA pipes never wait — for a fixed number of iterations; the best of
 // several short trials counts, the f32 and bf16 trials taken in turn (load
-// from other processes then slows both alike). FLOPs count a multiply-add as
-// 2. Memory: each thread sums its half of a 256 MiB buffer (far larger than any cache) with vector
-// loads; GB/s counts bytes read. Without AVX-512 the f32 peak uses AVX2; without
-// AVX512_BF16 there is no bf16 dot instruction and bf16 math runs as f32, so
-// the bf16 peak is reported as the f32 peak.
+// from other processes then slows both alike). FLOPs count a multiply-add
+// as two. Memory: each thread sums its half of a 256 MiB buffer (far larger
+// than any cache) with vector loads; GB/s counts bytes read. Without AVX-512
+// the f32 peak uses AVX2; without AVX512_BF16 there is no bf16 dot
+// instruction and bf16 math runs as f32, so the bf16 peak is reported as the
+// f32 peak.
 #pragma once
 
 #include "anvil/core/cpu_features.h"

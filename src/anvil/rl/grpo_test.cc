@@ -189,8 +189,16 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
                               critic_model.params().size());
     Critic critic = ppo ? Critic{&head, &head_adamw} : Critic{};
     if (separate) {  // a whole model learns features: slower than the head
-      critic.trunk = &critic_model;
+      // A critic model that would run its LM head is refused.
+      model::Llama with_head(cfg, {.max_batch = kPrompts * kGroup}, ctx);
+      critic.trunk = &with_head;
       critic.trunk_adamw = &critic_adamw;
+      const auto refused = PolicyStep(model, adamw, 1e-2, 1.0, 0, ctx, engine, prompts, kGroup,
+                                      sevens, c.config, nullptr, critic);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.status().message().find("LM head"), std::string::npos)
+          << refused.status().ToString();
+      critic.trunk = &critic_model;
       critic.trunk_lr_ratio = 0.1;
     }
     std::vector<double> reward, value_loss;

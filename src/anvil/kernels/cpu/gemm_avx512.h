@@ -36,22 +36,25 @@ void PackBF32(const float* b, int64_t ldb, bool trans, int64_t cols, int64_t kc,
 void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, uint32_t* bp);
 
 // GemmFp8's packing of FP8 operand rows, as gemm_fp8.h's Fp8Pack::Pack does
-// it (the same words, bit for bit, same arguments) with gathers and, for
-// rows stored [rows, k], register transposes: k_panel (kMr or kNr) rows a
-// panel, f32 words or bf16 k-pairs. `values`: the format's 256 values;
-// `bf16`: their bf16 bits. False (nothing written) where it does not apply:
-// MX scales with `trans`, or MX blocks that are not a multiple of the chunk
-// it decodes (16 k, 32 for pairs).
+// it (the same words, bit for bit, same arguments), with register
+// transposes for rows stored [rows, k]: k_panel (kMr or kNr) rows a panel,
+// f32 words or bf16 k-pairs. `values`: the format's 256 values; `bf16`:
+// their bf16 bits. False (nothing written) where it does not apply: MX
+// scales with `trans`, or MX blocks that are not a multiple of the chunk it
+// decodes (16 k, 32 for pairs). Decodes bf16 pairs with PackFp8PairsVbmi
+// where the CPU has AVX512_VBMI, everything else with PackFp8Gathers.
 bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                    int k_panel, bool pairs, uint32_t* out);
-
-// PackFp8Vector's bf16 pairs without MX scales on a CPU with AVX512_VBMI
-// (gemm_avx512_fp8_pack.cc): the same words, decoded by byte permutes.
-// False (nothing written) for an MX operand.
+// The two decoders (tested each against the scalar packer): gathers of the
+// tables, and (gemm_avx512_fp8_pack.cc; bf16 pairs only) AVX512_VBMI byte
+// permutes of the bf16 table.
+bool PackFp8Gathers(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
+                    int64_t k_total, int k_panel, bool pairs, uint32_t* out);
 bool PackFp8PairsVbmi(const Fp8Operand& o, const uint16_t* bf16, int64_t ld, bool trans,
-                      int64_t r0, int64_t rows, int64_t p0, int64_t kc, int k_panel,
-                      uint32_t* out);
+                      int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
+                      int k_panel, uint32_t* out);
 
 // The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
 // uses 24 KiB of scratch.

@@ -12,7 +12,7 @@
 
 #include "anvil/core/cpu_features.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
-#include "anvil/kernels/cpu/gemm_avx512_transpose.h"
+#include "anvil/kernels/cpu/gemm_avx512_pack_internal.h"
 
 namespace anvil::kernels::gemm_internal::avx512 {
 namespace {
@@ -54,24 +54,6 @@ __m512i PairRows(const BF16* lo, const BF16* hi, int64_t n) {
   return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
 }
 
-// f32 -> bf16 bits, round to nearest even, NaN -> 0x7FFF (gemm_fp8.h's Bf16),
-// in the low halves of the 32-bit lanes.
-__m512i Bf16Bits(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-  return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FFF));
-}
-
-// 2^(e - 127) for an E8M0 code (0: 2^-127; 0xFF: NaN), as gemm_fp8.h's Pow2.
-float Pow2(uint8_t e) {
-  const uint32_t u = e == 0xFF ? 0x7FC00000u : (e == 0 ? 0x00400000u : uint32_t{e} << 23);
-  return __builtin_bit_cast(float, u);
-}
-
 // One step chunk of one row, as 16 words: f32 values of codes k0..k0+15, or
 // bf16 pairs of codes k0..k0+31 (pair s: k0 + 2s low, k0 + 2s + 1 high).
 // `n`: valid codes from k0 (the rest count as past K: zero words or halves);
@@ -108,10 +90,17 @@ __m512i RowChunk(const uint8_t* codes, int64_t n, bool pairs, bool mx, float fac
 bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                    int k_panel, bool pairs, uint32_t* out) {
-  const bool mx = o.scaling == Fp8Scaling::kMx;
-  if (pairs && !mx && GetCpuFeatures().avx512_vbmi) {
-    return PackFp8PairsVbmi(o, bf16, ld, trans, r0, rows, p0, kc, k_panel, out);
+  if (pairs && GetCpuFeatures().avx512_vbmi) {
+    return PackFp8PairsVbmi(o, bf16, ld, trans, r0, rows, p0, kc, k_total, k_panel, out);
   }
+  return PackFp8Gathers(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total, k_panel, pairs,
+                        out);
+}
+
+bool PackFp8Gathers(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
+                    int64_t k_total, int k_panel, bool pairs, uint32_t* out) {
+  const bool mx = o.scaling == Fp8Scaling::kMx;
   const int64_t chunk = pairs ? 32 : 16;  // codes per 16 words
   if (mx && (trans || o.block % chunk != 0 || p0 % chunk != 0)) return false;
   const int64_t mx_blocks = mx ? (k_total + o.block - 1) / o.block : 0;

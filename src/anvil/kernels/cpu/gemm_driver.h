@@ -42,7 +42,8 @@ namespace anvil::kernels::gemm_internal {
 //     the tier has none for the case,
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
 // K blocks of p.fp8->kblock, and with block scaling each block's tile goes
-// through BlockUpdate instead of straight into C.
+// into C through BlockUpdate's arithmetic (K::MicroScaled for a whole tile,
+// else the tile in scratch and BlockUpdate) instead of straight in.
 // Up to this many rows in a region, an f32 B stored [k, n] is read in place
 // (each k step's kNr columns are contiguous there, as in a packed panel; only
 // a partial last panel is packed) while its rows are at most the tier's

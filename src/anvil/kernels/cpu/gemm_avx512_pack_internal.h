@@ -1,8 +1,9 @@
-// A 16 x 16 transpose of 32-bit lanes in AVX-512 registers, for the packers
-// of the AVX-512 GEMM unit (cpu/gemm_avx512_pack.cc, and the AVX512_VBMI
-// FP8 packer cpu/gemm_avx512_fp8_pack.cc). Include only from files built
-// for AVX-512; the function has internal linkage, so each file, whatever
-// its flags, keeps its own copy and none is shared across ISA flags.
+// What the packers of the AVX-512 GEMM unit share (cpu/gemm_avx512_pack.cc,
+// and the AVX512_VBMI FP8 packer cpu/gemm_avx512_fp8_pack.cc): a 16 x 16
+// transpose of 32-bit lanes and the FP8 decode's rounding. Include only from
+// files built for AVX-512; the functions have internal linkage, so each
+// file, whatever its flags, keeps its own copy and none is shared across ISA
+// flags.
 #pragma once
 
 // GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
@@ -12,8 +13,11 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cstdint>
+
 namespace anvil::kernels::gemm_internal::avx512 {
-namespace {
+// Internal linkage on purpose (see above): a copy per file and ISA flags.
+namespace {  // NOLINT(build/namespaces)
 
 // In-place transpose of 16 rows of 16 32-bit lanes: v[i] lane j <- v[j] lane i.
 [[gnu::always_inline]] inline void Transpose16x16(__m512 v[16]) {
@@ -42,6 +46,24 @@ namespace {
     v[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
     v[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
   }
+}
+
+// f32 -> bf16 bits, round to nearest even, NaN -> 0x7FFF (gemm_fp8.h's Bf16),
+// in the low halves of the 32-bit lanes.
+inline __m512i Bf16Bits(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FFF));
+}
+
+// 2^(e - 127) for an E8M0 code (0: 2^-127; 0xFF: NaN), as gemm_fp8.h's Pow2.
+inline float Pow2(uint8_t e) {
+  const uint32_t u = e == 0xFF ? 0x7FC00000u : (e == 0 ? 0x00400000u : uint32_t{e} << 23);
+  return __builtin_bit_cast(float, u);
 }
 
 }  // namespace
