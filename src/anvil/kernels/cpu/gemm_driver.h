@@ -177,9 +177,86 @@ struct Driver {
     }
   }
 
+  // GemmFp8 with block scaling, every K block of a tile in turn: A and B
+  // packed over all of K once per row block and column block, then for each
+  // tile the blocks' sums from zero, each scaled into C while the tile is in
+  // L1. The blocks by K outermost (Run's order) sent all of C through the
+  // caches once per block, 128 of K: six round trips for K = 768 where a
+  // bf16 GEMM makes one. Each C element sees the same blocks in the same
+  // order with the same factors as in Run, so the bits are Run's. False
+  // (nothing done) where it does not apply: a bf16 C, a B packed whole by
+  // the caller, an odd K block of k-pairs, or scratch too small.
+  template <typename T>
+  static bool RunScaled(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
+    constexpr bool kBf16 = Bf16Kernel<T>();
+    const int64_t kKc = KBlock<T>(p);
+    const int64_t block_steps = K::Steps(kBf16, kKc);
+    if (p.bf16_out || p.packed_b != nullptr || (kBf16 && kKc % 2 != 0)) return false;
+    const int64_t blocks = (p.k + kKc - 1) / kKc;
+    const int64_t all_steps = K::Steps(kBf16, p.k);  // block b's steps start at b * block_steps
+    // The A block at most half of a 1 MiB L2; scratch: B block, A block, an
+    // edge tile and the blocks' factors.
+    constexpr int64_t kAMaxBytes = int64_t{512} << 10;
+    int64_t mc = Min(K::kMc, kAMaxBytes / (all_steps * 4) / K::kMr * K::kMr);
+    if (mc < K::kMr) return false;
+    int64_t nc = K::kNc;
+    const auto need = [&](int64_t n) {
+      return (all_steps * (n + mc) + K::kMr * K::kNr + blocks * (n + mc)) * 4;
+    };
+    while (need(nc) > static_cast<int64_t>(bytes) && nc > K::kNr) nc /= 2;
+    if (need(nc) > static_cast<int64_t>(bytes)) return false;
+    auto* bp = reinterpret_cast<uint32_t*>(scratch);
+    uint32_t* ap = bp + all_steps * nc;
+    auto* tile = reinterpret_cast<float*>(ap + mc * all_steps);
+    float* sb = tile + K::kMr * K::kNr;  // [blocks][nc]
+    float* sa = sb + blocks * nc;        // [blocks][mc]
+    for (int64_t jc = r.n0; jc < r.n1; jc += nc) {
+      const int64_t ncols_c = Min(nc, r.n1 - jc);
+      PackB<T>(p, 0, jc, p.k, ncols_c, bp);
+      for (int64_t b = 0; b < blocks; ++b) {
+        Factors(p.fp8->b, !p.trans_b, jc, ncols_c, b, p.n, p.k, sb + b * nc);
+      }
+      for (int64_t ic = r.m0; ic < r.m1; ic += mc) {
+        const int64_t mrows = Min(mc, r.m1 - ic);
+        PackA<T>(p, 0, ic, p.k, mrows, ap);
+        for (int64_t b = 0; b < blocks; ++b) {
+          Factors(p.fp8->a, false, ic, mrows, b, p.m, p.k, sa + b * mc);
+        }
+        for (int64_t jr = 0; jr < ncols_c; jr += K::kNr) {
+          const int64_t ncols = Min(K::kNr, ncols_c - jr);
+          for (int64_t ir = 0; ir < mrows; ir += K::kMr) {
+            const int64_t nrows = Min(K::kMr, mrows - ir);
+            float* ct = static_cast<float*>(p.c) + (ic + ir) * p.ldc + jc + jr;
+            for (int64_t b = 0; b < blocks; ++b) {
+              const int64_t s0 = b * block_steps, steps = Min(block_steps, all_steps - s0);
+              const uint32_t* apanel = ap + ir * all_steps + s0 * K::kMr;
+              const uint32_t* bpanel = bp + jr * all_steps + s0 * K::kNr;
+              const float* fa = sa + b * mc + ir;
+              const float* fb = sb + b * nc + jr;
+              const bool add = b > 0 || p.accumulate;
+              if (nrows == K::kMr && ncols == K::kNr &&
+                  K::MicroScaled(kBf16, steps, apanel, bpanel, K::kNr, ct, p.ldc, fa, fb, add)) {
+                continue;
+              }
+              if (nrows == K::kMr || !K::MicroRows(kBf16, nrows, steps, apanel, bpanel, K::kNr,
+                                                   tile, K::kNr, false)) {
+                K::Micro(kBf16, steps, apanel, bpanel, K::kNr, tile, K::kNr, false);
+              }
+              BlockUpdate(tile, ct, p.ldc, nrows, ncols, fa, fb, add);
+            }
+          }
+        }
+      }
+    }
+    return true;
+  }
+
   template <typename T>
   static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
     constexpr bool kFp8 = kIsFp8<T>;
+    if constexpr (kFp8) {
+      if (p.fp8->block_scaled && RunScaled<T>(p, r, scratch, bytes)) return;
+    }
     constexpr bool kBf16 = Bf16Kernel<T>();
     constexpr int64_t kKcMax = K::KBlock(kBf16);
     constexpr int64_t kSteps = K::Steps(kBf16, kKcMax);
