@@ -7,7 +7,9 @@ step for the whole batch, each layer's keys and values written into
 preallocated caches, the next token drawn with torch.multinomial from the
 softmax at temperature 1 over the whole vocabulary. `rounds` batches one
 after the other, every sample max_new tokens long (no eos), like anvil's
-benchmark. The caller sets the process environment.
+benchmark. With --precision bf16, inside torch.autocast("cpu",
+dtype=torch.bfloat16), as torch_train_peer.py runs bf16. The caller sets the
+process environment.
 
 Prints one JSON object: new tokens per second over the timed rounds.
 """
@@ -83,6 +85,7 @@ def main():
     ap.add_argument("--max-new", type=int, required=True)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     c = json.loads(a.model)
     torch.set_num_threads(a.threads)
@@ -95,7 +98,8 @@ def main():
     emb = torch.cat((ang, ang), dim=-1)
     cos, sin = emb.cos().float(), emb.sin().float()
     g = torch.Generator().manual_seed(1)
-    with torch.inference_mode():
+    autocast = a.precision == "bf16"
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         warm = torch.randint(0, c["vocab_size"], (a.batch, a.prompt_len), generator=g)
         generate(model, warm, min(4, a.max_new), cos, sin, g)
         new_tokens = 0

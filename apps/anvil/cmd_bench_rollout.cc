@@ -1,7 +1,8 @@
 // `anvil bench rollout`: the rollout engine's tokens/s at several batch sizes
 // on a checkpoint (random prompts, no eos, every sample max_new tokens long),
 // beside PyTorch's batched KV-cache generation of the same model shape, batch
-// and thread count (bench/torch_rollout_peer.py, in its own process).
+// and thread count (bench/torch_rollout_peer.py, in its own process), in f32,
+// or under bf16 autocast when anvil runs bf16 (or FP8).
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,11 @@ struct BenchRolloutOptions {
   std::string python = "/usr/bin/python3";
 };
 
+// PyTorch 1.13 has no FP8: an FP8 rollout is compared with bf16 autocast.
+std::string PeerPrecision(const std::string& precision) {
+  return precision == "f32" ? "f32" : "bf16";
+}
+
 // The peer's new tokens/s, or its error.
 Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::ModelConfig& c,
                                    int64_t batch, int threads) {
@@ -43,9 +49,9 @@ Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::Mo
                    bench::RunPythonPeer(
                        o.python, bench::PeerScriptPath("torch_rollout_peer.py"),
                        fmt::format("--model {} --batch {} --prompt-len {} --max-new {} "
-                                   "--rounds {} --threads {}",
+                                   "--rounds {} --threads {} --precision {}",
                                    bench::ShellQuote(model.dump()), batch, o.prompt_len,
-                                   o.max_new, o.rounds, threads)));
+                                   o.max_new, o.rounds, threads, PeerPrecision(o.precision))));
   return j.at("tokens_per_s").get<double>();
 }
 
@@ -76,7 +82,9 @@ int Run(const BenchRolloutOptions& o) {
              o.page_rows > 0 ? fmt::format("paged ({} positions a page)", o.page_rows)
                              : std::string("contiguous"));
   fmt::print("{:>6} {:>8} {:>10} {:>12} {:>12}{}\n", "batch", "samples", "seconds", "new tok/s",
-             "prefill tok", o.peer ? fmt::format(" {:>14} {:>8}", "pytorch tok/s", "ratio") : "");
+             "prefill tok",
+             o.peer ? fmt::format(" {:>14} {:>8}", "pytorch " + PeerPrecision(o.precision), "ratio")
+                    : "");
   for (const int64_t batch : o.batches) {
     std::mt19937 rng(static_cast<uint32_t>(batch));
     std::vector<std::vector<int32_t>> prompts((batch * o.rounds + o.samples - 1) / o.samples);
