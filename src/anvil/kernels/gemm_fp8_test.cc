@@ -8,7 +8,9 @@
 // the summation (|error| <= (k + 2) u sum |terms|, u = 2^-24, plus bf16's
 // rounding of C), and bitwise: a few rows computed alone equal the same rows
 // of the whole batch (batch invariance), 2 threads equal 1, and B packed once
-// (PackedFp8B) equals B packed in the call.
+// (PackedFp8B) equals B packed in the call (with block scaling, the check
+// that holds the per-tile order, Driver::RunScaled, to the K-block-outer one
+// a packed B keeps).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -277,6 +279,10 @@ TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
     Check(cs, 1, 70, 300);    // a decode row
     Check(cs, 5, 33, 128);    // one K block
     Check(cs, 64, 256, 640);  // several full tiles and blocks
+    // Block scaling's per-tile order (RunScaled): two row blocks, 2 threads
+    // split by rows (the second region starting mid-matrix); odd K past 8 rows.
+    Check(cs, 200, 40, 300);
+    Check(cs, 30, 70, 301);
     // Decode rows from B packed once (AVX-512 with VBMI streams it): odd K
     // (a half k-pair at its end), several strips a thread, up to 8 rows.
     Check(cs, 2, 300, 301);

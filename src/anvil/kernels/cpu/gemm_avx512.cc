@@ -2,6 +2,7 @@
 // per K block, A block mc x kc per row block) around a 14x32 register tile.
 // Each kc block's product sum starts from zero and is then added to C's
 // partial (or stored, for the first block): the order gemm.h promises.
+// (GemmFp8 with block scaling packs over all of K instead: gemm_driver.h.)
 // GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

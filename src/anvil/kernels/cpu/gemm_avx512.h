@@ -39,9 +39,10 @@ void PackBBf16(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc,
 // it (the same words, bit for bit, same arguments), with register
 // transposes for rows stored [rows, k]: k_panel (kMr or kNr) rows a panel,
 // f32 words or bf16 k-pairs. `values`: the format's 256 values; `bf16`:
-// their bf16 bits. False (nothing written) where it does not apply: MX
-// scales with `trans`, or MX blocks that are not a multiple of the chunk it
-// decodes (16 k, 32 for pairs). Decodes bf16 pairs with PackFp8PairsVbmi
+// their bf16 bits (values exact in bf16, NaN as 0x7FFF: the formats'
+// tables). False (nothing written) where it does not apply: MX scales with
+// `trans`, or MX blocks or a start p0 that are not a multiple of the chunk
+// it decodes (16 k, 32 for pairs). Decodes bf16 pairs with PackFp8PairsVbmi
 // where the CPU has AVX512_VBMI, everything else with PackFp8Gathers.
 bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
                    bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,

@@ -75,12 +75,12 @@ struct Decoder {
   // (as 32-bit lanes, codes 2i and 2i + 1 in lane i's low and high halves).
   [[gnu::always_inline]] void Words(__m512i codes, __m512i* w0, __m512i* w1) const {
     const __mmask64 upper = _mm512_movepi8_mask(codes);  // codes 128-255
-    const __m512i lo = _mm512_mask_blend_epi8(
-        upper, _mm512_permutex2var_epi8(table.lo[0], codes, table.lo[1]),
-        _mm512_permutex2var_epi8(table.lo[2], codes, table.lo[3]));
-    const __m512i hi = _mm512_mask_blend_epi8(
-        upper, _mm512_permutex2var_epi8(table.hi[0], codes, table.hi[1]),
-        _mm512_permutex2var_epi8(table.hi[2], codes, table.hi[3]));
+    const __m512i lo =
+        _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(table.lo[0], codes, table.lo[1]),
+                               _mm512_permutex2var_epi8(table.lo[2], codes, table.lo[3]));
+    const __m512i hi =
+        _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(table.hi[0], codes, table.hi[1]),
+                               _mm512_permutex2var_epi8(table.hi[2], codes, table.hi[3]));
     *w0 = _mm512_permutex2var_epi8(lo, first, hi);
     *w1 = _mm512_permutex2var_epi8(lo, second, hi);
   }
@@ -114,11 +114,14 @@ MxShiftRange ShiftRange(const uint16_t* words) {
 [[gnu::always_inline]] inline __m512i ScaleMx(__m512i words, uint8_t e, MxShiftRange shift) {
   if (e >= shift.lo && e <= shift.hi) {  // exact: the exponent field moves by e - 127
     const __m512i magnitude = _mm512_and_si512(words, _mm512_set1_epi16(0x7FFF));
-    const __mmask32 finite_nonzero =
-        _mm512_test_epi16_mask(magnitude, magnitude) &
-        _mm512_cmplt_epu16_mask(magnitude, _mm512_set1_epi16(0x7F80));
-    return _mm512_mask_add_epi16(words, finite_nonzero, words,
-                                 _mm512_set1_epi16(static_cast<int16_t>((e - 127) * 128)));
+    const __mmask32 finite_nonzero = _mm512_test_epi16_mask(magnitude, magnitude) &
+                                     _mm512_cmplt_epu16_mask(magnitude, _mm512_set1_epi16(0x7F80));
+    const __m512i shifted = _mm512_mask_add_epi16(
+        words, finite_nonzero, words, _mm512_set1_epi16(static_cast<int16_t>((e - 127) * 128)));
+    // NaN words as the f32 path rounds them (the format's table has them so).
+    return _mm512_mask_mov_epi16(shifted,
+                                 _mm512_cmpgt_epu16_mask(magnitude, _mm512_set1_epi16(0x7F80)),
+                                 _mm512_set1_epi16(0x7FFF));
   }
   // A word's f32 is the format's value (exact in bf16; a NaN stays a NaN).
   const __m512 f = _mm512_set1_ps(Pow2(e));
@@ -223,9 +226,9 @@ void PackRows(const Decoder& d, const Fp8Operand& o, int64_t ld, int64_t r0, int
 
 }  // namespace
 
-bool PackFp8PairsVbmi(const Fp8Operand& o, const uint16_t* bf16, int64_t ld, bool trans,
-                      int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
-                      int k_panel, uint32_t* out) {
+bool PackFp8PairsVbmi(const Fp8Operand& o, const uint16_t* bf16, int64_t ld, bool trans, int64_t r0,
+                      int64_t rows, int64_t p0, int64_t kc, int64_t k_total, int k_panel,
+                      uint32_t* out) {
   const bool mx = o.scaling == Fp8Scaling::kMx;
   // An MX block is one or more 32-code halves of a decode, rows stored [rows, k].
   if (mx && (trans || o.block % 32 != 0 || p0 % 32 != 0)) return false;

@@ -12,7 +12,10 @@
 //                     then C partial = tile (first block) or partial + tile.
 // Each C element sees the same K blocks in the same order whatever the
 // region, row chunk or tile it falls in; edge tiles run the full kernel on
-// zero-padded panels into a scratch tile.
+// zero-padded panels into a scratch tile. GemmFp8 with block scaling and an
+// f32 C instead runs (RunScaled) for jc: pack B over all of K; for ic: pack
+// A over all of K; for jr, ir: for each K block in order, the block's tile
+// from zero scaled into C: per element the same blocks, order and arithmetic.
 #pragma once
 
 #include <cstddef>
@@ -185,9 +188,12 @@ struct Driver {
   // bf16 GEMM makes one. Each C element sees the same blocks in the same
   // order with the same factors as in Run, so the bits are Run's. False
   // (nothing done) where it does not apply: a bf16 C, a B packed whole by
-  // the caller, an odd K block of k-pairs, or scratch too small.
+  // the caller, an odd K block of k-pairs, a K so long that kMr rows of A
+  // outgrow 512 KiB, or scratch too small.
   template <typename T>
   static bool RunScaled(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
+    // nc halves from kNc and must stay whole B panels.
+    static_assert(K::kNc % K::kNr == 0 && ((K::kNc / K::kNr) & (K::kNc / K::kNr - 1)) == 0);
     constexpr bool kBf16 = Bf16Kernel<T>();
     const int64_t kKc = KBlock<T>(p);
     const int64_t block_steps = K::Steps(kBf16, kKc);
