@@ -91,7 +91,7 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     }
   }
   Stopwatch quantize_watch;
-  // Integer layers (--quant), or f32 or FP8 weights packed once: every token
+  // Integer layers (--quant), or f32, bf16 or FP8 weights packed once: every token
   // multiplies by them (the LM head's GEMM would pack its transposed weights
   // at each one, an FP8 layer quantize and decode its weights).
   std::unique_ptr<model::LowPrecisionLinear> linear;
@@ -99,7 +99,8 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     auto q = std::make_unique<model::IntLinear>(m.forward_weights(), quant, max_len, ctx);
     r.quant_weight_bytes = q->weight_bytes();
     linear = std::move(q);
-  } else if (precision == model::Precision::kF32 || model::IsFp8(precision)) {
+  } else if (precision == model::Precision::kF32 || precision == model::Precision::kBF16 ||
+             model::IsFp8(precision)) {
     auto packed = std::make_unique<model::PackedLinear>(m.forward_weights(), max_len);
     packed->Pack(ctx);
     linear = std::move(packed);

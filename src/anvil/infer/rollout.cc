@@ -16,7 +16,8 @@ RolloutEngine::RolloutEngine(const model::ForwardWeights& model, const RolloutOp
     : model_(model),
       options_(options),
       packed_(options.pack_weights && options.linear == nullptr &&
-                      (model.precision == model::Precision::kF32 || model::IsFp8(model.precision))
+                      (model.precision == model::Precision::kF32 ||
+                       model.precision == model::Precision::kBF16 || model::IsFp8(model.precision))
                   ? std::make_unique<model::PackedLinear>(
                         model, std::max(options.max_batch, model.config.max_seq_len))
                   : nullptr),

@@ -69,37 +69,45 @@ int GemmKBlock(Isa isa, bool bf16_inputs);
 
 // ---- B packed once ---------------------------------------------------------
 
-// An f32 B packed for the packed path of ctx's tier and kept for many calls
-// with the same B (decoding multiplies by a model's weights at every step
-// until they change). Gemm with it gives the bits of Gemm on the original B
-// (the same kernel, K blocks and order: packing only copies) without packing
-// B again in every call; a call with few enough rows to stream B reads the
-// original instead, as Gemm would. The original must outlive it; Repack
-// follows changes to its values. Tiers without a packed path (scalar) keep
-// no copy.
+// An f32 or bf16 B packed for the packed path of ctx's tier and kept for
+// many calls with the same B (decoding multiplies by a model's weights at
+// every step until they change). Gemm with it gives the bits of Gemm on the
+// original B (the same kernel, K blocks and order: packing only copies)
+// without packing B again in every call; a call with few enough rows to
+// stream B reads the original instead, as Gemm would. The original must
+// outlive it; Repack follows changes to its values. Tiers without a packed
+// path (scalar) keep no copy.
 class PackedB {
  public:
   PackedB() = default;
   // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).
   PackedB(const KernelCtx& ctx, const GemmArgs& args, const float* b);
+  PackedB(const KernelCtx& ctx, const GemmArgs& args, const BF16* b);
   // Packs B's current values (for ctx's tier, which may be another now).
   void Repack(const KernelCtx& ctx);
-  const float* original() const { return b_; }
+  const void* original() const { return b_; }
+  bool bf16() const { return bf16_; }
   Isa tier() const { return tier_; }
   int64_t bytes() const { return static_cast<int64_t>(packed_.size()); }
 
  private:
-  friend void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b,
-                   float* c);
+  friend void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out,
+                         const void* a, const PackedB& b, void* c);
   GemmArgs args_{};
-  const float* b_ = nullptr;
+  const void* b_ = nullptr;
+  bool bf16_ = false;
   Isa tier_ = Isa::kScalar;
   AlignedBuffer packed_;
 };
 
 // C (+)= op(A) · B with B packed (args' k, n, trans_b and ldb must be the
-// packed ones; ctx on the tier it was packed for).
+// packed ones; A of B's type; ctx on the tier it was packed for).
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c);
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, float* c);
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, BF16* c);
+// Their common body (A and C typed by b.bf16() and bf16_out).
+void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
+                const PackedB& b, void* c);
 
 // ---- FP8 -------------------------------------------------------------------
 // An FP8 operand as quant.h writes it: codes and their scales. x ~ value(q) * s.

@@ -346,34 +346,46 @@ TEST(Gemm, SmallMStreamingEqualsPacked) {
 
 // B packed once (PackedB) gives Gemm's bits for every M (the small ones stream
 // the original), both B layouts, K tails across the tiers' blocks, with and
-// without accumulation; Repack follows a change of B's values.
-TEST(Gemm, PackedBEqualsGemm) {
+// without accumulation; Repack follows a change of B's values. f32, and bf16
+// with f32 and bf16 C.
+template <typename T, typename TC>
+void CheckPackedBEqualsGemm(const char* what) {
   ThreadPool pool(2);
   for (const Shape& s : {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 70, 2100}}) {
     for (Trans tb : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
-        Problem<float, float> p(100, s.n, s.k, Trans::kN, tb, accumulate, 700);
+        Problem<T, TC> p(100, s.n, s.k, Trans::kN, tb, accumulate, 700);
         for (Isa isa : Tiers()) {
           const KernelCtx ctx(pool, isa);
           PackedB packed(ctx, p.g, p.b.data());
           for (int64_t m : {1, 5, 8, 9, 14, 32, 100}) {
             GemmArgs call = p.g;
             call.m = m;
-            std::vector<float> c(p.c_old.begin(), p.c_old.begin() + m * p.g.ldc);
+            std::vector<TC> c(p.c_old.begin(), p.c_old.begin() + m * p.g.ldc);
             Gemm(ctx, call, p.a.data(), packed, c.data());
-            ExpectSameRows(c, p.Rows(ctx, m), Name(call, isa, "f32 packed B"));
+            ExpectSameRows(c, p.Rows(ctx, m),
+                           Name(call, isa, (std::string(what) + " packed B").c_str()));
           }
-          for (float& v : p.b) v *= -0.5f;
+          // New values in place: the packed copy follows the original's address.
+          const std::vector<T> fresh = Problem<T, TC>::template Convert<T>(Random(SizeB(p.g), 901));
+          std::copy(fresh.begin(), fresh.end(), p.b.begin());
           packed.Repack(ctx);
-          std::vector<float> c(p.c_old.begin(), p.c_old.begin() + 32 * p.g.ldc);
+          std::vector<TC> c(p.c_old.begin(), p.c_old.begin() + 32 * p.g.ldc);
           GemmArgs call = p.g;
           call.m = 32;
           Gemm(ctx, call, p.a.data(), packed, c.data());
-          ExpectSameRows(c, p.Rows(ctx, 32), Name(call, isa, "f32 repacked B"));
+          ExpectSameRows(c, p.Rows(ctx, 32),
+                         Name(call, isa, (std::string(what) + " repacked B").c_str()));
         }
       }
     }
   }
+}
+
+TEST(Gemm, PackedBEqualsGemm) {
+  CheckPackedBEqualsGemm<float, float>("f32");
+  CheckPackedBEqualsGemm<BF16, float>("bf16->f32");
+  CheckPackedBEqualsGemm<BF16, BF16>("bf16->bf16");
 }
 
 // Less scratch shrinks the column block and splits a bf16 C's f32 partials

@@ -24,8 +24,9 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
   CHECK(model.whole()) << "the decoder runs a whole model, not a stage";
   CHECK(max_len > 0 && max_len <= cfg.max_seq_len)
       << "max_len " << max_len << " beyond model.max_seq_len";
-  CHECK(linear == nullptr || !Bf16Activations(model.precision))
-      << "a decoder's own linear layers need f32 activations (an f32 or FP8 model)";
+  CHECK(linear == nullptr || !Bf16Activations(model.precision) || linear->TakesBf16())
+      << "a decoder's own linear layers need f32 activations (an f32 or FP8 model), or to take "
+         "bf16 ones (weights packed once)";
   lengths_.assign(max_seqs, 0);
   row_seq_.resize(max_rows);
   positions_.resize(max_rows);

@@ -27,10 +27,11 @@ class Decoder {
   // A cache for `max_seqs` sequences of up to `max_len` positions (<=
   // model.max_seq_len) and scratch for up to `max_rows` token rows per call.
   // The model's weights are read at each call (they may change in between).
-  // With `linear` (it outlives the decoder; f32 activations) every layer's
-  // linear GEMMs run through it instead: IntLinear's quantized inference
-  // gives that format's logits, not Llama::Logits'; PackedLinear gives the
-  // model's own bits from weights packed once.
+  // With `linear` (it outlives the decoder; f32 activations, or a bf16
+  // model's with a linear that takes them) every layer's linear GEMMs run
+  // through it instead: IntLinear's quantized inference gives that format's
+  // logits, not Llama::Logits'; PackedLinear gives the model's own bits from
+  // weights packed once.
   Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
           const LowPrecisionLinear* linear = nullptr);
 

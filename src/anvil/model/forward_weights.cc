@@ -33,17 +33,31 @@ HeadWeights<BF16> ForwardWeights::Head<BF16>() const {
   return {w.final_norm, wb.lm_head};
 }
 
-void ForwardWeights::ForEachLinear(
-    const std::function<void(const float* w, int64_t in, int64_t out)>& fn) const {
-  const BlockShape& s = shape;
-  for (int l = stage.first_layer; l < stage.end_layer(config); ++l) {
-    const AttentionWeights<float> aw = Attention<float>(l);
-    const MlpWeights<float> mw = Mlp<float>(l);
+namespace {
+
+template <typename A, typename Fn>
+void EachLinear(const ForwardWeights& fw, const Fn& fn) {
+  const BlockShape& s = fw.shape;
+  for (int l = fw.stage.first_layer; l < fw.stage.end_layer(fw.config); ++l) {
+    const AttentionWeights<A> aw = fw.Attention<A>(l);
+    const MlpWeights<A> mw = fw.Mlp<A>(l);
     fn(aw.wqkv, s.dim, s.qkv());
     fn(aw.wo, s.q(), s.dim);
     fn(mw.w_gate_up, s.dim, 2 * s.ffn);
     fn(mw.w_down, s.ffn, s.dim);
   }
+}
+
+}  // namespace
+
+void ForwardWeights::ForEachLinear(
+    const std::function<void(const float* w, int64_t in, int64_t out)>& fn) const {
+  EachLinear<float>(*this, fn);
+}
+
+void ForwardWeights::ForEachLinearBf16(
+    const std::function<void(const BF16* w, int64_t in, int64_t out)>& fn) const {
+  EachLinear<BF16>(*this, fn);
 }
 
 ForwardWeights ViewOf(const LlamaParams& params, const ForwardOptions& options,

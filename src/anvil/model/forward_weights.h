@@ -56,6 +56,9 @@ struct ForwardWeights {
   // Each layer's linear weights (f32 masters, [in, out]) in layer order: QKV,
   // output, gate/up, down (what a LowPrecisionLinear runs).
   void ForEachLinear(const std::function<void(const float* w, int64_t in, int64_t out)>& fn) const;
+  // The same over the bf16 copy (bf16 precision).
+  void ForEachLinearBf16(
+      const std::function<void(const BF16* w, int64_t in, int64_t out)>& fn) const;
 };
 
 // The views of the buffers `params` holds (those it does not stay null, for

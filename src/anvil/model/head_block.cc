@@ -50,6 +50,11 @@ void HeadLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, cons
                                                 w.lm_head, saved.logits)) {
       return;
     }
+  } else {
+    if (linear != nullptr && linear->HeadLogitsBf16(ctx, n, cfg.dim, cfg.vocab_size, saved.xn,
+                                                    w.lm_head, saved.logits)) {
+      return;
+    }
   }
   ChunkLogits(cfg, w, 0, n, saved.xn, saved.logits, ctx);
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "anvil/core/bf16.h"
 #include "anvil/kernels/ctx.h"
 
 namespace anvil::model {
@@ -29,6 +30,27 @@ class LowPrecisionLinear {
   virtual bool HeadLogits(const kernels::KernelCtx& /*ctx*/, int64_t /*n*/, int64_t /*dim*/,
                           int64_t /*vocab*/, const float* /*xn*/, const float* /*lm_head*/,
                           float* /*logits*/) const {
+    return false;
+  }
+
+  // A bf16 model's decode (PackedLinear over its bf16 copy): whether this
+  // form takes bf16 activations, and its forward GEMMs for them (x and w
+  // bf16, w the model's bf16 weight; y f32 or bf16) and LM head; false: it
+  // does not (the model's own GEMM runs it).
+  virtual bool TakesBf16() const { return false; }
+  virtual bool ForwardBf16(const kernels::KernelCtx& /*ctx*/, int64_t /*n*/, int64_t /*in*/,
+                           int64_t /*out*/, const BF16* /*x*/, const BF16* /*w*/, float* /*y*/,
+                           bool /*accumulate*/) const {
+    return false;
+  }
+  virtual bool ForwardBf16(const kernels::KernelCtx& /*ctx*/, int64_t /*n*/, int64_t /*in*/,
+                           int64_t /*out*/, const BF16* /*x*/, const BF16* /*w*/, BF16* /*y*/,
+                           bool /*accumulate*/) const {
+    return false;
+  }
+  virtual bool HeadLogitsBf16(const kernels::KernelCtx& /*ctx*/, int64_t /*n*/, int64_t /*dim*/,
+                              int64_t /*vocab*/, const BF16* /*xn*/, const BF16* /*lm_head*/,
+                              float* /*logits*/) const {
     return false;
   }
 };

@@ -115,13 +115,17 @@ void NormForward(const kernels::KernelCtx& ctx, int64_t rows, int64_t dim, const
 }
 
 // The linear layers' three GEMMs. With `lp` (A = float) they run in its
-// format: FP8 (fp8_linear.h) or integers (int_linear.h, forward only).
+// format: FP8 (fp8_linear.h) or integers (int_linear.h, forward only); a
+// bf16 forward with weights packed once where `lp` takes bf16 (PackedLinear).
 // y[n, out] (+)= x[n, in] · w[in, out]   (NN).
 template <typename A, typename Y>
 void LinearForward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out, const A* x,
                    const A* w, Y* y, bool accumulate, const LowPrecisionLinear* lp = nullptr) {
   if constexpr (std::is_same_v<A, float> && std::is_same_v<Y, float>) {
     if (lp != nullptr) return lp->Forward(ctx, n, in, out, x, w, y, accumulate);
+  }
+  if constexpr (std::is_same_v<A, BF16>) {
+    if (lp != nullptr && lp->ForwardBf16(ctx, n, in, out, x, w, y, accumulate)) return;
   }
   kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, w, y);
 }

@@ -9,8 +9,9 @@ namespace anvil::model {
 
 PackedLinear::PackedLinear(const ForwardWeights& model, int64_t max_rows)
     : model_(model), max_rows_(max_rows) {
-  CHECK(model.precision == Precision::kF32 || IsFp8(model.precision))
-      << "packed decoding GEMMs are f32 or FP8, not " << PrecisionName(model.precision);
+  CHECK(model.precision == Precision::kF32 || model.precision == Precision::kBF16 ||
+        IsFp8(model.precision))
+      << "packed decoding GEMMs are f32, bf16 or FP8, not " << PrecisionName(model.precision);
   CHECK(model.whole()) << "packed decoding GEMMs take a whole model";
   CHECK_GT(max_rows, 0) << "PackedLinear: max_rows";
   if (!IsFp8(model.precision)) return;
@@ -36,6 +37,25 @@ PackedLinear::PackedLinear(const ForwardWeights& model, int64_t max_rows)
 PackedLinear::~PackedLinear() = default;
 
 void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
+  if (model_.precision == Precision::kBF16) {
+    model_.ForEachLinearBf16([&](const BF16* w, int64_t in, int64_t out) {
+      const auto it = bf16_layers_.find(w);
+      if (it != bf16_layers_.end()) {
+        it->second.Repack(ctx);
+      } else {
+        bf16_layers_.emplace(w, kernels::PackedB(ctx, {.n = out, .k = in}, w));
+      }
+    });
+    if (head_.original() != nullptr) {
+      head_.Repack(ctx);
+    } else {
+      head_ = kernels::PackedB(
+          ctx,
+          {.n = model_.config.vocab_size, .k = model_.config.dim, .trans_b = kernels::Trans::kT},
+          model_.Head<BF16>().lm_head);
+    }
+    return;
+  }
   // ForEachLinear walks each layer's sites in LinearSite order.
   int index = 0;
   model_.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
@@ -66,6 +86,7 @@ void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
 int64_t PackedLinear::bytes() const {
   int64_t total = head_.bytes();
   for (const auto& [w, packed] : layers_) total += packed.bytes();
+  for (const auto& [w, packed] : bf16_layers_) total += packed.bytes();
   for (const auto& [w, entry] : fp8_layers_) total += entry.packed.bytes();
   return total;
 }
@@ -84,6 +105,36 @@ void PackedLinear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in,
 
 bool PackedLinear::HeadLogits(const kernels::KernelCtx& ctx, int64_t n, int64_t dim, int64_t vocab,
                               const float* xn, const float* lm_head, float* logits) const {
+  CHECK(lm_head == head_.original()) << "PackedLinear: another model's LM head";
+  kernels::Gemm(ctx, {.m = n, .n = vocab, .k = dim, .trans_b = kernels::Trans::kT}, xn, head_,
+                logits);
+  return true;
+}
+
+template <typename Y>
+bool PackedLinear::ForwardPackedBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in,
+                                     int64_t out, const BF16* x, const BF16* w, Y* y,
+                                     bool accumulate) const {
+  CHECK_LE(n, max_rows_) << "PackedLinear: " << n << " rows, sized for " << max_rows_;
+  const auto it = bf16_layers_.find(w);
+  CHECK(it != bf16_layers_.end()) << "PackedLinear: a bf16 weight it did not pack";
+  kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, it->second, y);
+  return true;
+}
+
+bool PackedLinear::ForwardBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                               const BF16* x, const BF16* w, float* y, bool accumulate) const {
+  return ForwardPackedBf16(ctx, n, in, out, x, w, y, accumulate);
+}
+
+bool PackedLinear::ForwardBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                               const BF16* x, const BF16* w, BF16* y, bool accumulate) const {
+  return ForwardPackedBf16(ctx, n, in, out, x, w, y, accumulate);
+}
+
+bool PackedLinear::HeadLogitsBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t dim,
+                                  int64_t vocab, const BF16* xn, const BF16* lm_head,
+                                  float* logits) const {
   CHECK(lm_head == head_.original()) << "PackedLinear: another model's LM head";
   kernels::Gemm(ctx, {.m = n, .n = vocab, .k = dim, .trans_b = kernels::Trans::kT}, xn, head_,
                 logits);

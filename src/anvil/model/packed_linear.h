@@ -1,6 +1,6 @@
 // A model's linear GEMMs with their weights packed once for decoding
-// (kernels::PackedB for f32 weights; an FP8 recipe's weights quantized and
-// decoded once, kernels::PackedFp8B). A decode step multiplies by the same
+// (kernels::PackedB for f32 weights and a bf16 model's bf16 copy; an FP8
+// recipe's weights quantized and decoded once, kernels::PackedFp8B). A decode step multiplies by the same
 // weights as the step before, and the GEMMs repeat work on them in every
 // call: Gemm packs B once it is past the L2 or transposed (the LM head,
 // stored [vocab, dim], always is), and an FP8 layer quantizes its f32 weights
@@ -27,10 +27,10 @@ class Fp8Linear;
 
 class PackedLinear : public LowPrecisionLinear {
  public:
-  // For `model`'s layer weights and LM head (an f32 model, or an FP8 recipe's
-  // with f32 activations; its views must outlive this), called with up to
-  // `max_rows` rows (FP8: the size of the inputs' quantization buffers);
-  // nothing is packed before Pack.
+  // For `model`'s layer weights and LM head (an f32 or bf16 model, or an FP8
+  // recipe's with f32 activations; its views must outlive this), called with
+  // up to `max_rows` rows (FP8: the size of the inputs' quantization
+  // buffers); nothing is packed before Pack.
   PackedLinear(const ForwardWeights& model, int64_t max_rows);
   ~PackedLinear() override;
 
@@ -47,6 +47,14 @@ class PackedLinear : public LowPrecisionLinear {
                       const float* x, const float* dy, float* dw) const override;
   bool HeadLogits(const kernels::KernelCtx& ctx, int64_t n, int64_t dim, int64_t vocab,
                   const float* xn, const float* lm_head, float* logits) const override;
+  // A bf16 model's: its bf16 weights, packed.
+  bool TakesBf16() const override { return model_.precision == Precision::kBF16; }
+  bool ForwardBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                   const BF16* x, const BF16* w, float* y, bool accumulate) const override;
+  bool ForwardBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                   const BF16* x, const BF16* w, BF16* y, bool accumulate) const override;
+  bool HeadLogitsBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t dim, int64_t vocab,
+                      const BF16* xn, const BF16* lm_head, float* logits) const override;
 
  private:
   // An FP8 layer's weight: quantized and decoded, and the recipe at its site
@@ -58,7 +66,13 @@ class PackedLinear : public LowPrecisionLinear {
 
   const ForwardWeights& model_;
   int64_t max_rows_;
+  // bf16 layers' packed weights for y of type Y.
+  template <typename Y>
+  bool ForwardPackedBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
+                         const BF16* x, const BF16* w, Y* y, bool accumulate) const;
+
   std::unordered_map<const float*, kernels::PackedB> layers_;  // f32 layers
+  std::unordered_map<const BF16*, kernels::PackedB> bf16_layers_;
   std::unordered_map<const float*, Fp8Weight> fp8_layers_;
   kernels::PackedB head_;
   // FP8: the recipe's buffers, and per layer and site its view of them.

@@ -53,10 +53,17 @@ TEST(Peak, Bf16ToF32RatioHoldsUnderBurstyLoad) {
     EXPECT_EQ(quiet, 1.0);  // no bf16 dot: the bf16 peak is the f32 one
     GTEST_SKIP() << "no bf16 dot instruction on this tier";
   }
+  // What must hold is the choice: "auto" takes bf16 above 1.25x. A bf16
+  // trial slowed alone reads low (the old order read 1.11-1.29 for 2.0 in a
+  // quarter of such runs), which flips a bf16 machine; an f32 trial slowed
+  // alone reads high, which flips nothing there but a machine near the
+  // threshold (none is: 2x where the dot is fast, 0.5x where it is not), and
+  // does happen under load beyond this test's (a build beside it: +39%).
   BurstyLoad load(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
   for (int i = 0; i < 6; ++i) {
     const double loaded = Bf16Ratio(pool);
-    EXPECT_NEAR(loaded / quiet, 1.0, 0.25) << "quiet " << quiet << ", loaded " << loaded;
+    EXPECT_GT(loaded / quiet, 0.75) << "quiet " << quiet << ", loaded " << loaded;
+    EXPECT_EQ(loaded > 1.25, quiet > 1.25) << "quiet " << quiet << ", loaded " << loaded;
   }
 }
 

@@ -284,33 +284,57 @@ PackedB::PackedB(const KernelCtx& ctx, const GemmArgs& args, const float* b)
   Repack(ctx);
 }
 
+PackedB::PackedB(const KernelCtx& ctx, const GemmArgs& args, const BF16* b)
+    : args_(args), b_(b), bf16_(true) {
+  args_.m = 0;
+  CHECK(args.k > 0 && args.n > 0 && b != nullptr) << "PackedB: an empty or null B";
+  Repack(ctx);
+}
+
 void PackedB::Repack(const KernelCtx& ctx) {
-  const Problem p = Normalize(args_, false, false, nullptr, b_, nullptr);
-  const Isa tier = TierFor(ctx.isa(), false);
-  const Blocking& bl = BlockingFor(tier, false);
+  const Problem p = Normalize(args_, bf16_, false, nullptr, b_, nullptr);
+  const Isa tier = TierFor(ctx.isa(), bf16_);
+  const Blocking& bl = BlockingFor(tier, bf16_);
+  // bf16 k-pairs where the tier has a bf16 dot product (AVX-512 after
+  // TierFor), f32 words elsewhere: the layout the driver's kernel reads.
+  const bool pairs = bf16_ && tier == Isa::kAvx512;
   if (tier != tier_ || (packed_.size() == 0 && tier != Isa::kScalar)) {
     tier_ = tier;
     packed_ = tier == Isa::kScalar
                   ? AlignedBuffer()
                   : AlignedBuffer(static_cast<size_t>(gemm_internal::PackedBWords(p, bl, bl.kc,
-                                                                                   false)) *
+                                                                                   pairs)) *
                                   4);
   }
   if (packed_.size() == 0) return;  // the scalar tier reads B in place
   PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
 }
 
-void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c) {
+void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
+                const PackedB& b, void* c) {
   const GemmArgs& packed = b.args_;
-  const int64_t ldb = Normalize(args, false, false, a, b.b_, c).ldb;
+  const int64_t ldb = Normalize(args, b.bf16_, bf16_out, a, b.b_, c).ldb;
   CHECK(args.k == packed.k && args.n == packed.n && args.trans_b == packed.trans_b &&
-        ldb == Normalize(packed, false, false, nullptr, b.b_, nullptr).ldb)
+        ldb == Normalize(packed, b.bf16_, false, nullptr, b.b_, nullptr).ldb)
       << "Gemm: B is not the packed one (k " << args.k << " vs " << packed.k << ", n " << args.n
       << " vs " << packed.n << ")";
-  CHECK(TierFor(ctx.isa(), false) == b.tier_) << "Gemm: B was packed for another ISA tier";
+  CHECK(TierFor(ctx.isa(), b.bf16_) == b.tier_) << "Gemm: B was packed for another ISA tier";
   const auto* words =
       b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
-  Run(ctx, args, false, false, a, b.b_, c, nullptr, words);
+  Run(ctx, args, b.bf16_, bf16_out, a, b.b_, c, nullptr, words);
+}
+
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c) {
+  CHECK(!b.bf16()) << "Gemm: an f32 A with a bf16 packed B";
+  GemmPacked(ctx, args, false, a, b, c);
+}
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, float* c) {
+  CHECK(b.bf16()) << "Gemm: a bf16 A with an f32 packed B";
+  GemmPacked(ctx, args, false, a, b, c);
+}
+void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, BF16* c) {
+  CHECK(b.bf16()) << "Gemm: a bf16 A with an f32 packed B";
+  GemmPacked(ctx, args, true, a, b, c);
 }
 
 void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,

@@ -125,9 +125,11 @@ struct Driver {
     }
   }
 
-  // PackWhole for p's element type (f32, or FP8 codes decoded as p.fp8 says).
+  // PackWhole for p's element type (f32, bf16, or FP8 codes decoded as p.fp8 says).
   static void PackWholeB(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
-    if (p.fp8 == nullptr) {
+    if (p.fp8 == nullptr && p.bf16_in) {
+      PackWhole<BF16>(p, n0, n1, out);
+    } else if (p.fp8 == nullptr) {
       PackWhole<float>(p, n0, n1, out);
     } else if (p.fp8->decode_bf16) {
       PackWhole<Fp8Codes<true>>(p, n0, n1, out);
