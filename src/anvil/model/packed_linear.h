@@ -1,8 +1,9 @@
 // A model's linear GEMMs with their weights packed once for decoding
 // (kernels::PackedB for f32 weights and a bf16 model's bf16 copy; an FP8
-// recipe's weights quantized and decoded once, kernels::PackedFp8B). A decode step multiplies by the same
-// weights as the step before, and the GEMMs repeat work on them in every
-// call: Gemm packs B once it is past the L2 or transposed (the LM head,
+// recipe's weights quantized and decoded once, kernels::PackedFp8B). A
+// decode step multiplies by the same weights as the step before, and the
+// GEMMs repeat work on them in every call: Gemm packs B once it is past the
+// L2 or transposed (the LM head,
 // stored [vocab, dim], always is), and an FP8 layer quantizes its f32 weights
 // and decodes all of them into panels for a row or a few. Packed, the logits
 // keep the training forward's bits, so decoding stays bitwise equal to it
