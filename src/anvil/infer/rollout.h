@@ -58,7 +58,7 @@ struct RolloutOptions {
   // bytes `token_text` gives its tokens, holds one of them ("stop").
   std::vector<std::string> stop = {};
   std::function<std::string(int32_t token)> token_text = nullptr;
-  // An f32 or FP8 model without `linear` decodes through its weights packed
+  // An f32, bf16 or FP8 model without `linear` decodes through its weights packed
   // once per Generate call (model::PackedLinear: the same bits, no packing or
   // FP8 quantizing in every decode step) at the cost of a packed copy of
   // them; false: the GEMMs pack per call.
