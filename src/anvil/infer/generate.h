@@ -40,7 +40,7 @@ struct GenerateResult {
   int64_t prompt_tokens_dropped = 0;  // cut from the prompt's start to fit the context
   int64_t new_tokens = 0;
   int64_t quant_weight_bytes = 0;  // the quantized layer weights (0 without --quant)
-  double quantize_seconds = 0;     // quantizing them, once
+  double quantize_seconds = 0;     // quantizing (or packing) the weights, once
   double prefill_seconds = 0;
   double decode_seconds = 0;
   std::string stop_reason;  // "eos", "stop", "max_new", "max_seq_len"

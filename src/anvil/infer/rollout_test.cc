@@ -111,6 +111,34 @@ TEST(RolloutTest, BatchInvariantAndExactlyTheTrainersLogProbs) {
   }
 }
 
+// One engine across a change of the weights (an RL update): its packed copy
+// follows them (f32, bf16: the bf16 copy refreshed), and the second call's
+// log-probabilities are again the trainer's, bit for bit.
+TEST(RolloutTest, AnEngineFollowsChangedWeights) {
+  ThreadPool pool(2);
+  const kernels::KernelCtx ctx(pool);
+  const SamplingConfig sampling{.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 5};
+  const auto prompts = Prompts(4, 3, 64);
+  for (const model::Precision precision : {model::Precision::kF32, model::Precision::kBF16}) {
+    model::Llama model(Micro(), {.precision = precision, .max_batch = 4}, ctx);
+    model.InitWeights(ctx, 12);
+    RolloutEngine engine(model.forward_weights(),
+                         {.max_batch = 4, .max_new = 10, .samples = 2, .eos = -1,
+                          .sampling = sampling});
+    ASSERT_TRUE(engine.Generate(ctx, prompts).ok());
+    for (float& w : model.params().weights()) w *= -0.75f;
+    model.RefreshBf16Weights(ctx);
+    auto got = engine.Generate(ctx, prompts);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const auto recomputed = RecomputeLogProbs(model, ctx, prompts, *got, sampling);
+    ASSERT_TRUE(recomputed.ok()) << recomputed.status().ToString();
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_TRUE(SameBits((*recomputed)[i], (*got)[i].logprobs))
+          << model::PrecisionName(precision) << " sample " << i;
+    }
+  }
+}
+
 // A paged cache (pages of 64 positions; prompts and samples cross pages)
 // where a prompt's G samples share its prefill gives the contiguous cache's
 // rollouts bit for bit, prefilling each prompt once.

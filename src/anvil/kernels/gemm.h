@@ -91,8 +91,15 @@ class PackedB {
   int64_t bytes() const { return static_cast<int64_t>(packed_.size()); }
 
  private:
-  friend void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out,
-                         const void* a, const PackedB& b, void* c);
+  friend void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b,
+                   float* c);
+  friend void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b,
+                   float* c);
+  friend void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b,
+                   BF16* c);
+  // The Gemm overloads' body (A of B's type, C as bf16_out says).
+  static void Multiply(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
+                       const PackedB& b, void* c);
   GemmArgs args_{};
   const void* b_ = nullptr;
   bool bf16_ = false;
@@ -105,9 +112,6 @@ class PackedB {
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c);
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, float* c);
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, BF16* c);
-// Their common body (A and C typed by b.bf16() and bf16_out).
-void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
-                const PackedB& b, void* c);
 
 // ---- FP8 -------------------------------------------------------------------
 // An FP8 operand as quant.h writes it: codes and their scales. x ~ value(q) * s.

@@ -366,8 +366,9 @@ void CheckPackedBEqualsGemm(const char* what) {
             ExpectSameRows(c, p.Rows(ctx, m),
                            Name(call, isa, (std::string(what) + " packed B").c_str()));
           }
-          // New values in place: the packed copy follows the original's address.
-          const std::vector<T> fresh = Problem<T, TC>::template Convert<T>(Random(SizeB(p.g), 901));
+          // New values (each tier its own) in place: the copy follows the original's address.
+          const std::vector<T> fresh = Problem<T, TC>::template Convert<T>(
+              Random(SizeB(p.g), 901 + 10 * static_cast<uint32_t>(isa)));
           std::copy(fresh.begin(), fresh.end(), p.b.begin());
           packed.Repack(ctx);
           std::vector<TC> c(p.c_old.begin(), p.c_old.begin() + 32 * p.g.ldc);

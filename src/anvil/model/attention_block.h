@@ -43,7 +43,7 @@ void AttentionQkvForward(const BlockShape& s, const AttentionWeights<A>& w, cons
                          const AttentionSaved<A>& saved, const TokenLayout& tok,
                          const BlockScratch<A>& scratch, const kernels::KernelCtx& ctx);
 
-// y = x + out · wo (low_precision: FP8 or integer linear layers, or null). Also
+// y = x + out · wo (low_precision: FP8, integer or packed linear layers, or null). Also
 // decode's second half.
 template <typename A>
 void AttentionOutForward(const BlockShape& s, const AttentionWeights<A>& w, int64_t n,

@@ -49,7 +49,8 @@ struct HeadSaved {
 };
 
 // Final norm and logits of all n rows into saved.logits (inference, decode);
-// the logits GEMM through `linear` where it runs the head (f32 models).
+// the logits GEMM through `linear` where it runs the head (f32 models, and
+// bf16 ones through HeadLogitsBf16).
 template <typename A>
 void HeadLogits(const ModelConfig& cfg, const HeadWeights<A>& w, int64_t n, const float* x,
                 const HeadSaved<A>& saved, const BlockScratch<A>& scratch,

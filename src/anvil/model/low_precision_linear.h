@@ -1,8 +1,9 @@
-// A linear layer's GEMMs in another form than the model's plain f32 ones: the
+// A linear layer's GEMMs in another form than the model's plain ones: the
 // FP8 training recipes (fp8_linear.h), integer inference (int_linear.h) and
-// f32 weights packed once for decoding (packed_linear.h). The model's Linear*
-// helpers (ops.h) hand a layer's GEMM to one when the blocks' scratch carries
-// it; weights are f32 [in, out] as the model holds them.
+// f32 or bf16 weights packed once for decoding (packed_linear.h). The model's
+// Linear* helpers (ops.h) hand a layer's GEMM to one when the blocks' scratch
+// carries it; weights are [in, out] as the model holds them (f32, or its
+// bf16 copy for the bf16 entry points).
 #pragma once
 
 #include <cstdint>

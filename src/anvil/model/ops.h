@@ -59,8 +59,9 @@ struct BlockScratch {
   A* dh = nullptr;              // [N, F]
   A* dgate_up = nullptr;        // [N, 2F]
   // The layer's linear GEMMs in FP8 (the FP8 precisions) or integers
-  // (quantized inference), one per site (A = float); null: A's Gemm. The
-  // Linear* helpers below take them.
+  // (quantized inference), one per site (A = float), or weights packed once
+  // for decoding (f32, or bf16 for A = BF16); null: A's Gemm. The Linear*
+  // helpers below take them.
   std::array<const LowPrecisionLinear*, kLinearSites> linear = {};
   const LowPrecisionLinear* Linear(LinearSite site) const { return linear[site]; }
   void SetLinear(const LowPrecisionLinear* lp) { linear.fill(lp); }

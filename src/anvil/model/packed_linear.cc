@@ -115,6 +115,8 @@ template <typename Y>
 bool PackedLinear::ForwardPackedBf16(const kernels::KernelCtx& ctx, int64_t n, int64_t in,
                                      int64_t out, const BF16* x, const BF16* w, Y* y,
                                      bool accumulate) const {
+  CHECK(TakesBf16()) << "PackedLinear: bf16 activations for a " << PrecisionName(model_.precision)
+                     << " model";
   CHECK_LE(n, max_rows_) << "PackedLinear: " << n << " rows, sized for " << max_rows_;
   const auto it = bf16_layers_.find(w);
   CHECK(it != bf16_layers_.end()) << "PackedLinear: a bf16 weight it did not pack";

@@ -3,13 +3,14 @@
 // recipe's weights quantized and decoded once, kernels::PackedFp8B). A
 // decode step multiplies by the same weights as the step before, and the
 // GEMMs repeat work on them in every call: Gemm packs B once it is past the
-// L2 or transposed (the LM head,
-// stored [vocab, dim], always is), and an FP8 layer quantizes its f32 weights
-// and decodes all of them into panels for a row or a few. Packed, the logits
-// keep the training forward's bits, so decoding stays bitwise equal to it
-// (contract 3). Pack before decoding and again after the weights change (an
-// RL update); inference only (the backward CHECK-fails). Costs a packed copy
-// of the weights.
+// L2 or transposed (the LM head, stored [vocab, dim], always is), and an FP8
+// layer quantizes its f32 weights and decodes all of them into panels for a
+// row or a few. Packed, the logits keep the training forward's bits, so
+// decoding stays bitwise equal to it (contract 3). Pack before decoding and
+// again after the weights change (an RL update); inference only (the
+// backward CHECK-fails). Costs a packed copy of the weights (bytes()): a
+// bf16 model's is bf16-sized where the tier has a bf16 dot product, f32
+// words (twice that) where it widens bf16 to f32.
 #pragma once
 
 #include <cstdint>

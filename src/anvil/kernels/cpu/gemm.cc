@@ -310,8 +310,8 @@ void PackedB::Repack(const KernelCtx& ctx) {
   PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
 }
 
-void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
-                const PackedB& b, void* c) {
+void PackedB::Multiply(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
+                       const PackedB& b, void* c) {
   const GemmArgs& packed = b.args_;
   const int64_t ldb = Normalize(args, b.bf16_, bf16_out, a, b.b_, c).ldb;
   CHECK(args.k == packed.k && args.n == packed.n && args.trans_b == packed.trans_b &&
@@ -326,15 +326,15 @@ void GemmPacked(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const
 
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const PackedB& b, float* c) {
   CHECK(!b.bf16()) << "Gemm: an f32 A with a bf16 packed B";
-  GemmPacked(ctx, args, false, a, b, c);
+  PackedB::Multiply(ctx, args, false, a, b, c);
 }
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, float* c) {
   CHECK(b.bf16()) << "Gemm: a bf16 A with an f32 packed B";
-  GemmPacked(ctx, args, false, a, b, c);
+  PackedB::Multiply(ctx, args, false, a, b, c);
 }
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const BF16* a, const PackedB& b, BF16* c) {
   CHECK(b.bf16()) << "Gemm: a bf16 A with an f32 packed B";
-  GemmPacked(ctx, args, true, a, b, c);
+  PackedB::Multiply(ctx, args, true, a, b, c);
 }
 
 void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a_like,

@@ -78,9 +78,9 @@ struct Problem {
   const void* b;
   void* c;
   const Fp8Problem* fp8;  // FP8 operands (a, b are their codes), else null
-  // B already packed whole (PackedBWords' layout; an f32 B, or FP8 codes
-  // decoded): the driver reads its panels instead of packing B. Null: pack
-  // per call.
+  // B already packed whole (PackedBWords' layout; an f32 or bf16 B, or FP8
+  // codes decoded): the driver reads its panels instead of packing B. Null:
+  // pack per call.
   const uint32_t* packed_b;
 };
 
@@ -166,11 +166,12 @@ bool StreamsB(const Problem& p, const Blocking& bl);
 // (a streaming pass over a chunk of rows).
 Problem RowSlice(const Problem& p, int64_t first, int64_t rows);
 
-// B of `p` (f32, or FP8 codes: p.fp8) packed whole for a tier's driver: for
-// each K block of `kblock` (the tier's kc; GemmFp8's fp8->kblock), ceil(n /
-// nr) micro-panels of nr columns as the driver packs them, a column taking
-// one word per k step (k, or k-pairs where the tier packs FP8 decoded to
-// bf16 as `pairs`), block b at word b * Steps(kblock) * RoundUp(n, nr).
+// B of `p` (f32, bf16, or FP8 codes: p.fp8) packed whole for a tier's
+// driver: for each K block of `kblock` (the tier's kc; GemmFp8's
+// fp8->kblock), ceil(n / nr) micro-panels of nr columns as the driver packs
+// them, a column taking one word per k step (k, or k-pairs where the tier
+// packs bf16, or FP8 decoded to bf16, as `pairs`), block b at word b *
+// Steps(kblock) * RoundUp(n, nr).
 // Columns [n0, n1) (multiples of nr, or n) of every block; threads split a
 // pack by columns.
 int64_t PackedBWords(const Problem& p, const Blocking& bl, int64_t kblock, bool pairs);
