@@ -165,14 +165,15 @@ int RunGemmBench(const GemmBenchOptions& options) {
   }
   if (!options.json) {
     fmt::print(
-        "anvil isa {}, threads {}; peak f32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s; DRAM read "
+        "anvil isa {}{}, threads {}; peak f32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s; DRAM read "
         "{:.1f} GB/s\npeers: OpenBLAS core {}, oneDNN isa {}\n",
-        IsaName(ctx.isa()), threads, peak.f32_gflops, peak.bf16_gflops, dram, core, isa);
+        IsaName(ctx.isa()), ctx.amx() ? " with AMX bf16" : "", threads, peak.f32_gflops,
+        peak.bf16_gflops, dram, core, isa);
     fmt::print("{:>22} {:>5} {:>9} {:>6} {:>9} {:>9} {:>7} {:>8} {:>6}\n", "m x n x k", "dtype",
                "GFLOP/s", "peak", "OpenBLAS", "oneDNN", "vs best", "B GB/s", "DRAM");
   }
   // FP8 values meet in the faster of the two dot products (as training picks).
-  const bool fp8_bf16 = peak.bf16_native && peak.bf16_gflops > 1.25 * peak.f32_gflops;
+  const bool fp8_bf16 = peak.bf16_native && peak.bf16_dot_gflops > 1.25 * peak.f32_gflops;
   for (const std::string& dtype : dtypes) {
     const bool bf16 = dtype == "bf16";
     for (const GemmShape& s : shapes) {
@@ -222,7 +223,8 @@ int RunGemmBench(const GemmBenchOptions& options) {
             options.min_seconds);
         const bool panels = pack_once && !packed.Streams(s.m);
         const double b_bytes = static_cast<double>(s.k * s.n) * (panels ? (fp8_bf16 ? 2 : 4) : 1);
-        report_alone(t.median_seconds, fp8_bf16 ? peak.bf16_gflops : peak.f32_gflops, b_bytes);
+        report_alone(t.median_seconds, fp8_bf16 ? peak.bf16_dot_gflops : peak.f32_gflops,
+                     b_bytes);
         continue;
       }
       if (dtype == "w8a8" || dtype == "w4a8") {

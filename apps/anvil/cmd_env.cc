@@ -48,16 +48,24 @@ int RunEnv(const EnvOptions& options) {
     fmt::print(
         "{{\"cpu\":\"{}\",\"threads\":{},\"isa\":\"{}\",\"f32_fma_gflops_1t\":{:.1f},"
         "\"f32_fma_gflops\":{:.1f},\"bf16_dot_gflops_1t\":{:.1f},\"bf16_dot_gflops\":{:.1f},"
-        "\"bf16_native\":{},\"dram_read_gbs\":{:.1f}}}\n",
-        m.cpu_model, all, IsaName(pn.isa), p1.f32_gflops, pn.f32_gflops, p1.bf16_gflops,
-        pn.bf16_gflops, pn.bf16_native, bw);
+        "\"bf16_native\":{},\"amx_bf16_gflops_1t\":{:.1f},\"amx_bf16_gflops\":{:.1f},"
+        "\"dram_read_gbs\":{:.1f}}}\n",
+        m.cpu_model, all, IsaName(pn.isa), p1.f32_gflops, pn.f32_gflops, p1.bf16_dot_gflops,
+        pn.bf16_dot_gflops, pn.bf16_native, pn.amx ? p1.bf16_gflops : 0.0,
+        pn.amx ? pn.bf16_gflops : 0.0, bw);
     return 0;
   }
   fmt::print("peak f32 FMA   {:8.1f} GFLOP/s on 1 thread, {:8.1f} on {} threads ({})\n",
              p1.f32_gflops, pn.f32_gflops, all, IsaName(pn.isa));
   fmt::print("peak bf16 dot  {:8.1f} GFLOP/s on 1 thread, {:8.1f} on {} threads ({})\n",
-             p1.bf16_gflops, pn.bf16_gflops, all,
+             p1.bf16_dot_gflops, pn.bf16_dot_gflops, all,
              pn.bf16_native ? "vdpbf16ps" : "no bf16 dot: f32 peak");
+  if (pn.amx) {
+    fmt::print(
+        "peak bf16 AMX  {:8.1f} GFLOP/s on 1 thread, {:8.1f} on {} threads (tdpbf16ps: "
+        "bf16 GEMMs run here; ANVIL_AMX=0 for vdpbf16ps)\n",
+        p1.bf16_gflops, pn.bf16_gflops, all);
+  }
   fmt::print("DRAM read      {:8.1f} GB/s on {} threads\n", bw, all);
   return 0;
 }

@@ -69,9 +69,10 @@ Status Run(const std::string& out, bool packed, bool tied, bool bf16) {
   const LossStats loss = model.ForwardBackward(ctx, tb.batch, 0.0f);
   char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "{\"loss\": %.17g, \"loss_sum\": %.17g, \"tokens\": %lld, \"precision\": \"%s\"}\n",
+                "{\"loss\": %.17g, \"loss_sum\": %.17g, \"tokens\": %lld, \"precision\": \"%s\", "
+                "\"amx\": %s}\n",
                 loss.mean(), loss.loss_sum, static_cast<long long>(loss.tokens),
-                bf16 ? "bf16" : "f32");
+                bf16 ? "bf16" : "f32", bf16 && ctx.amx() ? "true" : "false");
   RETURN_IF_ERROR(WriteFileAtomic(out + "/anvil.json", buf));
   RETURN_IF_ERROR(WriteHf(out + "/grads.safetensors", model.params(), model.params().grads()));
 

@@ -2,6 +2,8 @@
 #include "anvil/core/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -51,6 +53,10 @@ CpuFeatures Detect() {
     __cpuid_count(7, 1, a1, b1, c1, d1);
     f.avx512_bf16 = a1 & bit_AVX512BF16;
   }
+  // AMX: CPUID.7.0:EDX bits 22 (AMX-BF16) and 24 (AMX-TILE); XCR0 bits 17
+  // (tile config) and 18 (tile data).
+  const bool tile_state = (xcr0 & (uint64_t{3} << 17)) == (uint64_t{3} << 17);
+  f.amx_bf16 = f.avx512f && tile_state && (d & (1u << 22)) && (d & (1u << 24));
   return f;
 }
 
@@ -98,6 +104,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512_vnni, "AVX512_VNNI");
   add(avx512_vbmi, "AVX512_VBMI");
   add(avx_vnni, "AVX_VNNI");
+  add(amx_bf16, "AMX_BF16");
   add(avx2, "AVX2");
   add(fma, "FMA");
   add(f16c, "F16C");
@@ -121,6 +128,24 @@ const char* IsaName(Isa isa) {
 Isa BestIsa() {
   static const Isa best = DetectBestIsa();
   return best;
+}
+
+bool AmxEnabled() {
+  static const bool enabled = [] {
+    if (!GetCpuFeatures().amx_bf16) return false;
+    if (const char* env = std::getenv("ANVIL_AMX")) {
+      if (std::strcmp(env, "0") == 0) return false;
+      if (std::strcmp(env, "1") != 0) {
+        CheckFailed(__FILE__, __LINE__, std::string("ANVIL_AMX must be 0 or 1, not '") + env + "'");
+      }
+    }
+    // Linux hands out the tile data state (XFEATURE_XTILEDATA, 18) per
+    // process on request; without it the first tile instruction faults.
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return enabled;
 }
 
 bool IsaSupported(Isa isa) {

@@ -20,6 +20,7 @@ struct CpuFeatures {
   bool avx512_vnni = false;
   bool avx512_vbmi = false;  // byte permutes (vpermi2b): GemmFp8's streaming decode
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (the AVX2 tier's integer GEMM)
+  bool amx_bf16 = false;  // AMX-TILE + AMX-BF16 with the tile state enabled by the OS
 
   // "AVX-512F AVX-512BW ... FMA" for --version and `anvil env`.
   std::string ToString() const;
@@ -43,6 +44,12 @@ Isa BestIsa();
 
 // The value of ANVIL_ISA: "scalar", "avx2" or "avx512".
 Result<Isa> ParseIsa(const char* text);
+
+// Whether bf16 GEMMs may run on AMX tiles: the CPU has AMX-BF16, the OS
+// granted this process the tile data state (Linux's ARCH_REQ_XCOMP_PERM,
+// asked for on the first call), and ANVIL_AMX is not "0" (set it to 0 to
+// run bf16 on vdpbf16ps instead). Only the avx512 tier uses it (KernelCtx).
+bool AmxEnabled();
 
 // Whether this CPU can run code compiled for `isa`.
 bool IsaSupported(Isa isa);

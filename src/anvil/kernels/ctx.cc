@@ -5,8 +5,8 @@
 
 namespace anvil::kernels {
 
-KernelCtx::KernelCtx(ThreadPool& pool, Isa isa, size_t scratch_bytes_per_thread)
-    : pool_(&pool), isa_(isa) {
+KernelCtx::KernelCtx(ThreadPool& pool, Isa isa, size_t scratch_bytes_per_thread, bool amx)
+    : pool_(&pool), isa_(isa), amx_(amx && isa == Isa::kAvx512 && AmxEnabled()) {
   CHECK(IsaSupported(isa)) << "ISA " << IsaName(isa) << " is not supported by this CPU";
   scratch_.reserve(pool.size());
   for (int t = 0; t < pool.size(); ++t) scratch_.emplace_back(scratch_bytes_per_thread);

@@ -17,12 +17,18 @@ class KernelCtx {
   // Scratch is reserved per thread; its pages are touched on first use only.
   static constexpr size_t kDefaultScratchBytes = size_t{8} << 20;
 
+  // `amx`: bf16 GEMMs run on AMX tiles where the tier is avx512 and
+  // AmxEnabled() (false: on vdpbf16ps, for tests that compare the two).
   explicit KernelCtx(ThreadPool& pool, Isa isa = BestIsa(),
-                     size_t scratch_bytes_per_thread = kDefaultScratchBytes);
+                     size_t scratch_bytes_per_thread = kDefaultScratchBytes, bool amx = true);
 
   ThreadPool& pool() const { return *pool_; }
   int threads() const { return pool_->size(); }
   Isa isa() const { return isa_; }
+  // Whether this context's bf16 GEMMs run on AMX tiles (gemm.h). Their bits
+  // are not vdpbf16ps's, so two contexts that must agree bit for bit (a
+  // trainer and its rollout engine) must agree on this too.
+  bool amx() const { return amx_; }
 
   // Thread t's scratch (64-byte aligned); only thread t of the pool uses it.
   std::byte* scratch(int t) const { return scratch_[t].data(); }
@@ -31,6 +37,7 @@ class KernelCtx {
  private:
   ThreadPool* pool_;
   Isa isa_;
+  bool amx_;
   // Scratch contents are not part of the context's logical state: kernels
   // holding a const KernelCtx& write into their thread's buffer.
   mutable std::vector<AlignedBuffer> scratch_;

@@ -88,6 +88,7 @@ class PackedB {
   const void* original() const { return b_; }
   bool bf16() const { return bf16_; }
   Isa tier() const { return tier_; }
+  bool amx() const { return amx_; }  // packed for AMX tiles (KernelCtx::amx)
   int64_t bytes() const { return static_cast<int64_t>(packed_.size()); }
 
  private:
@@ -104,6 +105,7 @@ class PackedB {
   const void* b_ = nullptr;
   bool bf16_ = false;
   Isa tier_ = Isa::kScalar;
+  bool amx_ = false;
   AlignedBuffer packed_;
 };
 

@@ -28,18 +28,31 @@ constexpr int64_t kBigM = 1024;
 constexpr int64_t kBigM = 4096;
 #endif
 
-std::vector<Isa> Tiers() {
-  std::vector<Isa> tiers;
+// A tier and, on the avx512 tier of a CPU with AMX, whether bf16 runs on
+// AMX tiles (both are checked there: each has its own kernel).
+struct Tier {
+  Isa isa;
+  bool amx;
+};
+
+std::vector<Tier> Tiers() {
+  std::vector<Tier> tiers;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (IsaSupported(isa)) tiers.push_back(isa);
+    if (IsaSupported(isa)) tiers.push_back({isa, false});
   }
+  if (IsaSupported(Isa::kAvx512) && AmxEnabled()) tiers.push_back({Isa::kAvx512, true});
   return tiers;
 }
 
-std::string Name(const GemmArgs& g, Isa isa, const char* dtypes) {
-  return std::string(IsaName(isa)) + " " + dtypes + " " + (g.trans_a == Trans::kT ? "T" : "N") +
-         (g.trans_b == Trans::kT ? "T" : "N") + " m=" + std::to_string(g.m) +
-         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+KernelCtx Ctx(ThreadPool& pool, const Tier& tier,
+              size_t scratch = KernelCtx::kDefaultScratchBytes) {
+  return KernelCtx(pool, tier.isa, scratch, tier.amx);
+}
+
+std::string Name(const GemmArgs& g, const Tier& tier, const char* dtypes) {
+  return std::string(IsaName(tier.isa)) + (tier.amx ? "+amx" : "") + " " + dtypes + " " +
+         (g.trans_a == Trans::kT ? "T" : "N") + (g.trans_b == Trans::kT ? "T" : "N") +
+         " m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
          (g.accumulate ? " accumulate" : "");
 }
 
@@ -133,7 +146,7 @@ void CheckOne(const KernelCtx& ctx, const GemmArgs& g, const std::vector<T>& a,
   }
   std::vector<TC> c = c_old;
   Gemm(ctx, g, a.data(), b.data(), c.data());
-  const std::string what = Name(g, ctx.isa(), dtypes);
+  const std::string what = Name(g, Tier{ctx.isa(), ctx.amx()}, dtypes);
   ExpectClose(g, ctx.isa(), sizeof(T) == 2, c.data(), ref.data(), mag.data(), what);
   for (int64_t i = 0; i < g.m; ++i) {
     EXPECT_EQ(std::memcmp(&c[i * g.ldc + g.n], &c_old[i * g.ldc + g.n], (g.ldc - g.n) * sizeof(TC)), 0)
@@ -194,8 +207,8 @@ TEST(Gemm, MatchesReferenceOnEdgeShapes) {
       const std::vector<float> c_old = Random(SizeC(g), ++seed);
       const std::vector<BF16> a16 = ToBF16(a), b16 = ToBF16(b), c_old16 = ToBF16(c_old);
       const Reference ref32(g, a, b), ref16(g, a16, b16);
-      for (Isa isa : Tiers()) {
-        const KernelCtx ctx(pool, isa);
+      for (const Tier& tier : Tiers()) {
+        const KernelCtx ctx = Ctx(pool, tier);
         for (bool accumulate : {false, true}) {
           g.accumulate = accumulate;
           CheckOne(ctx, g, a, b, c_old, ref32, "f32->f32");
@@ -273,10 +286,10 @@ void CheckBatchInvariance(int64_t max_m, int64_t n, int64_t k, const char* dtype
   for (int trans = 0; trans < 4; ++trans) {
     const Problem<T, TC> p(max_m, n, k, trans & 1 ? Trans::kT : Trans::kN,
                            trans & 2 ? Trans::kT : Trans::kN, accumulate, 77 + trans);
-    for (Isa isa : Tiers()) {
-      const KernelCtx ctx1(pool1, isa), ctx2(pool2, isa);
-      const int64_t rows = isa == Isa::kScalar ? std::max<int64_t>(64, max_m / 8) : max_m;
-      const std::string what = Name(p.g, isa, dtypes) + " rows=" + std::to_string(rows);
+    for (const Tier& tier : Tiers()) {
+      const KernelCtx ctx1 = Ctx(pool1, tier), ctx2 = Ctx(pool2, tier);
+      const int64_t rows = tier.isa == Isa::kScalar ? std::max<int64_t>(64, max_m / 8) : max_m;
+      const std::string what = Name(p.g, tier, dtypes) + " rows=" + std::to_string(rows);
       const std::vector<TC> big = p.Rows(ctx2, rows);
       ExpectSameRows(p.Rows(ctx2, rows), big, what + " (repeated)");
       ExpectSameRows(p.Rows(ctx1, rows), big, what + " (1 thread)");
@@ -314,12 +327,12 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
       for (bool accumulate : {false, true}) {
         // 80 rows: past the 64 that read an f32 B in place, so B is packed.
         const Problem<T, TC> p(80, s.n, s.k, ta, Trans::kN, accumulate, 500);
-        for (Isa isa : Tiers()) {
-          const KernelCtx ctx(pool, isa);
+        for (const Tier& tier : Tiers()) {
+          const KernelCtx ctx = Ctx(pool, tier);
           const std::vector<TC> packed = p.Rows(ctx, 80);
           for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 32, 64}) {
             ExpectSameRows(p.Rows(ctx, m), packed,
-                           Name(p.g, isa, dtypes) + " M=" + std::to_string(m));
+                           Name(p.g, tier, dtypes) + " M=" + std::to_string(m));
           }
         }
       }
@@ -327,12 +340,13 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
   }
   // B over 8 MiB takes the DRAM-streaming sweep order (row groups, prefetch).
   const Problem<T, TC> big(80, 2100, 2100, Trans::kN, Trans::kN, true, 501);
-  for (Isa isa : Tiers()) {
-    if (isa == Isa::kScalar) continue;  // one path only
-    const KernelCtx ctx(pool, isa);
+  for (const Tier& tier : Tiers()) {
+    if (tier.isa == Isa::kScalar) continue;  // one path only
+    const KernelCtx ctx = Ctx(pool, tier);
     const std::vector<TC> packed = big.Rows(ctx, 80);
     for (int64_t m : {1, 3, 8}) {
-      ExpectSameRows(big.Rows(ctx, m), packed, Name(big.g, isa, dtypes) + " M=" + std::to_string(m));
+      ExpectSameRows(big.Rows(ctx, m), packed,
+                     Name(big.g, tier, dtypes) + " M=" + std::to_string(m));
     }
   }
 }
@@ -355,8 +369,8 @@ void CheckPackedBEqualsGemm(const char* what) {
     for (Trans tb : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
         Problem<T, TC> p(100, s.n, s.k, Trans::kN, tb, accumulate, 700);
-        for (Isa isa : Tiers()) {
-          const KernelCtx ctx(pool, isa);
+        for (const Tier& tier : Tiers()) {
+          const KernelCtx ctx = Ctx(pool, tier);
           PackedB packed(ctx, p.g, p.b.data());
           for (int64_t m : {1, 5, 8, 9, 14, 32, 100}) {
             GemmArgs call = p.g;
@@ -364,11 +378,11 @@ void CheckPackedBEqualsGemm(const char* what) {
             std::vector<TC> c(p.c_old.begin(), p.c_old.begin() + m * p.g.ldc);
             Gemm(ctx, call, p.a.data(), packed, c.data());
             ExpectSameRows(c, p.Rows(ctx, m),
-                           Name(call, isa, (std::string(what) + " packed B").c_str()));
+                           Name(call, tier, (std::string(what) + " packed B").c_str()));
           }
           // New values (each tier its own) in place: the copy follows the original's address.
           const std::vector<T> fresh = Problem<T, TC>::template Convert<T>(
-              Random(SizeB(p.g), 901 + 10 * static_cast<uint32_t>(isa)));
+              Random(SizeB(p.g), 901 + 10 * static_cast<uint32_t>(tier.isa) + tier.amx));
           std::copy(fresh.begin(), fresh.end(), p.b.begin());
           packed.Repack(ctx);
           std::vector<TC> c(p.c_old.begin(), p.c_old.begin() + 32 * p.g.ldc);
@@ -376,7 +390,7 @@ void CheckPackedBEqualsGemm(const char* what) {
           call.m = 32;
           Gemm(ctx, call, p.a.data(), packed, c.data());
           ExpectSameRows(c, p.Rows(ctx, 32),
-                         Name(call, isa, (std::string(what) + " repacked B").c_str()));
+                         Name(call, tier, (std::string(what) + " repacked B").c_str()));
         }
       }
     }
@@ -393,16 +407,16 @@ TEST(Gemm, PackedBEqualsGemm) {
 // into row chunks: neither may change a bit.
 TEST(Gemm, ScratchSizeDoesNotChangeResults) {
   ThreadPool pool(2);
-  for (Isa isa : Tiers()) {
-    if (isa == Isa::kScalar) continue;  // uses no scratch
-    const KernelCtx big(pool, isa), small(pool, isa, size_t{1} << 20);
+  for (const Tier& tier : Tiers()) {
+    if (tier.isa == Isa::kScalar) continue;  // uses no scratch
+    const KernelCtx big = Ctx(pool, tier), small = Ctx(pool, tier, size_t{1} << 20);
     for (int trans = 0; trans < 4; ++trans) {
       const Trans ta = trans & 1 ? Trans::kT : Trans::kN, tb = trans & 2 ? Trans::kT : Trans::kN;
       // K = 2100 crosses every tier's K block.
       const Problem<BF16, BF16> p16(1000, 300, 2100, ta, tb, true, 900);
-      ExpectSameRows(p16.Rows(small, 1000), p16.Rows(big, 1000), Name(p16.g, isa, "bf16->bf16"));
+      ExpectSameRows(p16.Rows(small, 1000), p16.Rows(big, 1000), Name(p16.g, tier, "bf16->bf16"));
       const Problem<float, float> p32(300, 1100, 1100, ta, tb, false, 901);
-      ExpectSameRows(p32.Rows(small, 300), p32.Rows(big, 300), Name(p32.g, isa, "f32->f32"));
+      ExpectSameRows(p32.Rows(small, 300), p32.Rows(big, 300), Name(p32.g, tier, "f32->f32"));
     }
   }
 }
@@ -441,7 +455,8 @@ TEST(GemmDeathTest, ChecksArguments) {
 }
 
 TEST(Gemm, KBlockIsFixedPerTier) {
-  for (Isa isa : Tiers()) {
+  for (const Tier& tier : Tiers()) {
+    const Isa isa = tier.isa;
     const bool avx512 = isa == Isa::kAvx512;
     EXPECT_EQ(GemmKBlock(isa, false), avx512 ? 1024 : 256) << IsaName(isa);
     const bool native_bf16 = avx512 && GetCpuFeatures().avx512_bf16;

@@ -66,13 +66,16 @@ PeakFlops MeasurePeakFlops(ThreadPool& pool) {
   peak.bf16_native = peak.isa == Isa::kAvx512 && GetCpuFeatures().avx512_bf16;
   if (!peak.bf16_native) {
     peak.f32_gflops = BestGflops(pool, std::span(&fma_loop, 1))[0];
-    peak.bf16_gflops = peak.f32_gflops;
+    peak.bf16_gflops = peak.bf16_dot_gflops = peak.f32_gflops;
     return peak;
   }
-  double (*const loops[2])(long) = {fma_loop, &detail::Bf16DotLoopAvx512};
-  const std::vector<double> best = BestGflops(pool, loops);
+  peak.amx = AmxEnabled();
+  double (*const loops[3])(long) = {fma_loop, &detail::Bf16DotLoopAvx512,
+                                    &detail::Bf16TileLoopAmx};
+  const std::vector<double> best = BestGflops(pool, std::span(loops, peak.amx ? 3 : 2));
   peak.f32_gflops = best[0];
-  peak.bf16_gflops = best[1];
+  peak.bf16_dot_gflops = best[1];
+  peak.bf16_gflops = peak.amx ? best[2] : best[1];
   return peak;
 }
 

@@ -11,7 +11,9 @@
 // than any cache) with vector loads; GB/s counts bytes read. Without AVX-512
 // the f32 peak uses AVX2; without AVX512_BF16 there is no bf16 dot
 // instruction and bf16 math runs as f32, so the bf16 peak is reported as the
-// f32 peak.
+// f32 peak. Where bf16 GEMMs run on AMX tiles (AmxEnabled()), the bf16 peak
+// is theirs: a loop of independent tdpbf16ps on four accumulator tiles
+// (16 x 16 x 32 multiply-adds each), operands in tile registers.
 #pragma once
 
 #include "anvil/core/cpu_features.h"
@@ -20,9 +22,15 @@
 namespace anvil::profile {
 
 struct PeakFlops {
-  double f32_gflops = 0;   // FMA throughput
-  double bf16_gflops = 0;  // bf16 dot-product throughput (= f32 when there is no bf16 dot)
+  double f32_gflops = 0;  // FMA throughput
+  // What bf16 GEMMs run at: AMX tiles where used (amx), else the bf16 dot
+  // product (= f32 when there is no bf16 dot).
+  double bf16_gflops = 0;
+  // The bf16 dot product, vdpbf16ps (= f32 without it): what FP8 operands
+  // decoded to bf16 run at, AMX or not.
+  double bf16_dot_gflops = 0;
   bool bf16_native = false;
+  bool amx = false;
   Isa isa = Isa::kScalar;  // the tier the f32 loop used
 };
 
@@ -36,6 +44,7 @@ namespace detail {
 // Per-ISA inner loops: run `iterations` rounds and return the FLOPs done.
 double FmaLoopAvx512(long iterations);
 double Bf16DotLoopAvx512(long iterations);
+double Bf16TileLoopAmx(long iterations);
 double FmaLoopAvx2(long iterations);
 double ReadSumAvx512(const float* data, long n);
 double ReadSumAvx2(const float* data, long n);

@@ -75,10 +75,15 @@ struct TrainConfig {
   int64_t tokens_per_step() const { return batch_size * seq_len * grad_accum; }
 };
 
-// train.precision = "auto": bf16 where the CPU's bf16 dot product is clearly
-// faster than its f32 FMA (measured: 2x on Zen 5, but half on some Xeons that
-// have AVX512_BF16), f32 elsewhere (AVX2 has no bf16 dot: bf16 operands only
-// add conversions). bf16 must win by 25%: it also rounds every GEMM input.
+// train.precision = "auto": bf16 where the CPU's bf16 GEMMs are clearly
+// faster than its f32 FMA (measured: vdpbf16ps 2x on Zen 5, but half on some
+// Xeons that have AVX512_BF16, and AMX tiles 4x there), f32 elsewhere (AVX2
+// has no bf16 dot: bf16 operands only add conversions). bf16 must win by
+// 25%: it also rounds every GEMM input.
 model::Precision AutoPrecision(const profile::PeakFlops& peak);
+
+// train.fp8_decode = "auto": FP8 operands meet in bf16 where the bf16 dot
+// product (vdpbf16ps, which FP8 GEMMs run on, AMX or not) beats f32 by 25%.
+kernels::Fp8Decode AutoFp8Decode(const profile::PeakFlops& peak);
 
 }  // namespace anvil::train

@@ -156,11 +156,14 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   if (options_.peak_gflops <= 0 || train_.precision_auto || (fp8 && train_.fp8_decode_auto)) {
     peak = profile::MeasurePeakFlops(*pool_);
     // Rank 0's measurement for all: ranks must pick the same precision.
-    double v[3] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_native ? 1.0 : 0.0};
+    double v[5] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_dot_gflops,
+                   peak->bf16_native ? 1.0 : 0.0, peak->amx ? 1.0 : 0.0};
     world_->Broadcast(std::span<double>(v), 0);
     peak->f32_gflops = v[0];
     peak->bf16_gflops = v[1];
-    peak->bf16_native = v[2] != 0;
+    peak->bf16_dot_gflops = v[2];
+    peak->bf16_native = v[3] != 0;
+    peak->amx = v[4] != 0;
   }
   if (train_.precision_auto) {
     train_.precision = AutoPrecision(*peak);
@@ -169,8 +172,7 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   // FP8 values meet in the machine's faster dot product; the choice is
   // recorded, so a resume decodes as the run did.
   if (fp8 && train_.fp8_decode_auto) {
-    const bool bf16_dot = AutoPrecision(*peak) == model::Precision::kBF16;
-    train_.fp8_decode = bf16_dot ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+    train_.fp8_decode = AutoFp8Decode(*peak);
     config_.Resolve("train.fp8_decode",
                     std::string(train_.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32"));
   }
@@ -178,8 +180,10 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   if (options_.peak_gflops > 0) {
     peak_gflops_ = options_.peak_gflops;
   } else {
-    const bool bf16_peak = train_.precision == model::Precision::kBF16 || (fp8 && bf16_dot);
-    peak_gflops_ = bf16_peak ? peak->bf16_gflops : peak->f32_gflops;
+    // FP8 decoded to bf16 runs on the bf16 dot product, AMX or not.
+    peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak->bf16_gflops
+                   : fp8 && bf16_dot                          ? peak->bf16_dot_gflops
+                                                              : peak->f32_gflops;
   }
   RETURN_IF_ERROR(Agree(Build(), "setting up the run"));
   if (options_.resume) RETURN_IF_ERROR(Agree(LoadCheckpoint(dir), "loading the checkpoint"));

@@ -32,7 +32,14 @@ Isa TierFor(Isa isa, bool bf16_in) {
   return isa;
 }
 
-const Blocking& BlockingFor(Isa tier, bool bf16_in) {
+// Whether a call on `tier` runs on AMX tiles: bf16 inputs (not FP8) of a
+// context that uses them.
+bool UsesAmx(const KernelCtx& ctx, Isa tier, bool bf16_in, bool fp8) {
+  return ctx.amx() && tier == Isa::kAvx512 && bf16_in && !fp8;
+}
+
+const Blocking& BlockingFor(Isa tier, bool bf16_in, bool amx = false) {
+  if (amx) return gemm_internal::kAmxBf16;
   switch (tier) {
     case Isa::kAvx512: return bf16_in ? gemm_internal::kAvx512Bf16 : gemm_internal::kAvx512F32;
     case Isa::kAvx2: return gemm_internal::kAvx2;
@@ -111,7 +118,8 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   p.fp8 = fp8;
   if (p.k == 0) return EmptySum(p);
   const Isa tier = TierFor(ctx.isa(), bf16_in);
-  const Blocking& bl = BlockingFor(tier, bf16_in);
+  const bool amx = UsesAmx(ctx, tier, bf16_in, fp8 != nullptr);
+  const Blocking& bl = BlockingFor(tier, bf16_in, amx);
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
   // B packed already: used unless one streaming pass over B would do (FP8:
@@ -128,6 +136,7 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
     if (t >= threads) return;
     const Region r = Share(p, bl, decode, threads, t);
     if (r.m0 >= r.m1 || r.n0 >= r.n1) return;
+    if (amx) return gemm_internal::GemmRegionAmx(p, r, ctx.scratch(t), ctx.scratch_bytes());
     switch (tier) {
       case Isa::kAvx512:
         gemm_internal::GemmRegionAvx512(p, r, ctx.scratch(t), ctx.scratch_bytes());
@@ -228,7 +237,7 @@ void RunFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, con
 
 // B of `p` packed whole into `out` for `tier` (PackedBWords' layout), threads
 // splitting it by columns.
-void PackWholeB(const KernelCtx& ctx, const Problem& p, Isa tier, const Blocking& bl,
+void PackWholeB(const KernelCtx& ctx, const Problem& p, Isa tier, bool amx, const Blocking& bl,
                 uint32_t* out) {
   ANVIL_TRACE_ZONE("gemm_pack_b");
   const int64_t units = (p.n + bl.nr - 1) / bl.nr;
@@ -239,7 +248,9 @@ void PackWholeB(const KernelCtx& ctx, const Problem& p, Isa tier, const Blocking
     const auto [u0, u1] = ThreadPool::StaticRange(units, threads, t);
     const int64_t n0 = std::min(p.n, u0 * bl.nr), n1 = std::min(p.n, u1 * bl.nr);
     if (n0 >= n1) return;
-    if (tier == Isa::kAvx512) {
+    if (amx) {
+      gemm_internal::PackWholeBAmx(p, n0, n1, out);
+    } else if (tier == Isa::kAvx512) {
       gemm_internal::PackWholeBAvx512(p, n0, n1, out);
     } else {
       gemm_internal::PackWholeBAvx2(p, n0, n1, out);
@@ -294,12 +305,15 @@ PackedB::PackedB(const KernelCtx& ctx, const GemmArgs& args, const BF16* b)
 void PackedB::Repack(const KernelCtx& ctx) {
   const Problem p = Normalize(args_, bf16_, false, nullptr, b_, nullptr);
   const Isa tier = TierFor(ctx.isa(), bf16_);
-  const Blocking& bl = BlockingFor(tier, bf16_);
+  const bool amx = UsesAmx(ctx, tier, bf16_, false);
+  const Blocking& bl = BlockingFor(tier, bf16_, amx);
   // bf16 k-pairs where the tier has a bf16 dot product (AVX-512 after
-  // TierFor), f32 words elsewhere: the layout the driver's kernel reads.
+  // TierFor, AMX's steps padded to whole tiles), f32 words elsewhere: the
+  // layout the driver's kernel reads.
   const bool pairs = bf16_ && tier == Isa::kAvx512;
-  if (tier != tier_ || (packed_.size() == 0 && tier != Isa::kScalar)) {
+  if (tier != tier_ || amx != amx_ || (packed_.size() == 0 && tier != Isa::kScalar)) {
     tier_ = tier;
+    amx_ = amx;
     packed_ = tier == Isa::kScalar
                   ? AlignedBuffer()
                   : AlignedBuffer(static_cast<size_t>(gemm_internal::PackedBWords(p, bl, bl.kc,
@@ -307,7 +321,7 @@ void PackedB::Repack(const KernelCtx& ctx) {
                                   4);
   }
   if (packed_.size() == 0) return;  // the scalar tier reads B in place
-  PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
+  PackWholeB(ctx, p, tier_, amx_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
 }
 
 void PackedB::Multiply(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out, const void* a,
@@ -318,7 +332,9 @@ void PackedB::Multiply(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out
         ldb == Normalize(packed, b.bf16_, false, nullptr, b.b_, nullptr).ldb)
       << "Gemm: B is not the packed one (k " << args.k << " vs " << packed.k << ", n " << args.n
       << " vs " << packed.n << ")";
-  CHECK(TierFor(ctx.isa(), b.bf16_) == b.tier_) << "Gemm: B was packed for another ISA tier";
+  const Isa tier = TierFor(ctx.isa(), b.bf16_);
+  CHECK(tier == b.tier_ && UsesAmx(ctx, tier, b.bf16_, false) == b.amx_)
+      << "Gemm: B was packed for another ISA tier (or with AMX on where the call has it off)";
   const auto* words =
       b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
   Run(ctx, args, b.bf16_, bf16_out, a, b.b_, c, nullptr, words);
@@ -393,7 +409,7 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   const auto bytes =
       static_cast<size_t>(gemm_internal::PackedBWords(p, bl, f.kblock, pairs)) * 4;
   if (packed_.size() != bytes) packed_ = AlignedBuffer(bytes);
-  PackWholeB(ctx, p, tier_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
+  PackWholeB(ctx, p, tier_, false, bl, reinterpret_cast<uint32_t*>(packed_.data()));
   LayOutStream(f, streaming);
   // The calls read the panels or the stream, never the codes: B's data only
   // has to be non-null for the argument checks.
@@ -547,7 +563,10 @@ bool StreamsB(const Problem& p, const Blocking& bl) {
 }
 
 int64_t PackedBWords(const Problem& p, const Blocking& bl, int64_t kblock, bool pairs) {
-  const auto steps = [&](int64_t kc) { return pairs ? (kc + 1) / 2 : kc; };
+  const auto steps = [&](int64_t kc) {
+    const int64_t s = pairs ? (kc + 1) / 2 : kc;
+    return (s + bl.step_align - 1) / bl.step_align * bl.step_align;
+  };
   return (p.k / kblock * steps(kblock) + steps(p.k % kblock)) * ((p.n + bl.nr - 1) / bl.nr * bl.nr);
 }
 

@@ -97,6 +97,7 @@ struct Blocking {
   int nr;
   int kc;
   int decode_max_m;  // M <= this with trans_b == kN may stream B (StreamsB; 0: never)
+  int step_align = 1;  // packed steps of a K block rounded up to a multiple of this
 };
 
 // AVX-512. Register tile 14x32: 28 zmm accumulators + 2 for B + 1 spare of 32;
@@ -112,6 +113,11 @@ struct Blocking {
 // 2048 (bf16) is one block: no partial sums at all.
 inline constexpr Blocking kAvx512F32{14, 32, 1024, 32};
 inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 32};
+// AMX (bf16 inputs on a CPU with AMX-BF16, gemm_amx.cc): a 32 x 32 tile of
+// C in four 16 x 16 accumulator tiles, each tdpbf16ps 16 k-pairs deep, so
+// steps pad to whole tiles (16). kc as the AVX-512 bf16 kernel's; no
+// streaming path (its kernel has another rounding: every call runs tiles).
+inline constexpr Blocking kAmxBf16{32, 32, 2048, 0, 16};
 // AVX2: 16 ymm; a 6x16 tile = 12 accumulators + 2 for B + 1 broadcast. bf16
 // is widened to f32 while packing, so both inputs share the f32 kernel.
 // kc: 256 x 16 x 4 B = 16 KiB of B micro-panel in L1 (32 KiB on AVX2 parts).
@@ -171,17 +177,20 @@ Problem RowSlice(const Problem& p, int64_t first, int64_t rows);
 // fp8->kblock), ceil(n / nr) micro-panels of nr columns as the driver packs
 // them, a column taking one word per k step (k, or k-pairs where the tier
 // packs bf16, or FP8 decoded to bf16, as `pairs`), block b at word b *
-// Steps(kblock) * RoundUp(n, nr).
+// Steps(kblock) * RoundUp(n, nr); Steps rounds up to bl.step_align.
 // Columns [n0, n1) (multiples of nr, or n) of every block; threads split a
 // pack by columns.
 int64_t PackedBWords(const Problem& p, const Blocking& bl, int64_t kblock, bool pairs);
 void PackWholeBAvx512(const Problem& p, int64_t n0, int64_t n1, uint32_t* out);
 void PackWholeBAvx2(const Problem& p, int64_t n0, int64_t n1, uint32_t* out);
+void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out);
 
 // Per-tier workers: compute region `r` of `p` with thread-private scratch.
 // Packed and streaming (decode) paths live behind each; both give the same bits.
 void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
+// bf16 inputs only, on a thread allowed to use AMX tiles (AmxEnabled()).
+void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
 void GemmRegionScalar(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
 
 // The least per-thread scratch any tier works with; each sizes its blocks to
