@@ -213,6 +213,7 @@ class PackedFp8B {
   GemmArgs args_{};  // k, n, trans_b of B; ldb tight (the copy's)
   Fp8Operand a_like_{}, b_{};  // b_: the copy below
   Fp8Decode decode_ = Fp8Decode::kBf16;
+  bool amx_ = false;  // packed for AMX tiles (KernelCtx::amx)
   Isa tier_ = Isa::kScalar;
   std::vector<uint8_t> codes_;  // the scalar tier's (it reads them); empty on the others
   std::vector<float> scales_;

@@ -32,6 +32,22 @@ namespace {
 using testing::Ctx;
 using testing::SupportedIsas;
 
+// A tier and, on the avx512 tier of a CPU with AMX, whether FP8 decoded to
+// bf16 runs on AMX tiles (both are checked there: each has its own kernel).
+struct Tier {
+  Isa isa;
+  bool amx;
+  std::string Name() const { return std::string(IsaName(isa)) + (amx ? "+amx" : ""); }
+  const KernelCtx& Ctx(int threads) const { return testing::Ctx(isa, threads, amx); }
+};
+
+std::vector<Tier> Tiers() {
+  std::vector<Tier> tiers;
+  for (const Isa isa : SupportedIsas()) tiers.push_back({isa, false});
+  if (IsaSupported(Isa::kAvx512) && AmxEnabled()) tiers.push_back({Isa::kAvx512, true});
+  return tiers;
+}
+
 // A quantized operand with its storage.
 struct Quantized {
   std::vector<uint8_t> codes;
@@ -202,7 +218,7 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
     for (size_t i = 0; i < c0d.size(); ++i) c0abs[i] = std::fabs(c0d[i]);
     const std::vector<double> mag =
         ref::GemmFp8(m, n, k, cs.trans_b, abs_a, abs_b, s, accumulate ? &c0abs : nullptr);
-    for (const Isa isa : SupportedIsas())
+    for (const Tier& tier : Tiers())
       for (const Fp8Decode decode : {Fp8Decode::kBf16, Fp8Decode::kF32}) {
         const GemmArgs args{.m = m,
                             .n = n,
@@ -210,33 +226,38 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
                             .trans_b = cs.trans_b ? Trans::kT : Trans::kN,
                             .accumulate = accumulate};
         std::vector<float> c1 = c0, c2 = c0;
-        GemmFp8(Ctx(isa, 1), args, a.op, b.op, c1.data(), decode);
-        GemmFp8(Ctx(isa, 2), args, a.op, b.op, c2.data(), decode);
+        GemmFp8(tier.Ctx(1), args, a.op, b.op, c1.data(), decode);
+        GemmFp8(tier.Ctx(2), args, a.op, b.op, c2.data(), decode);
         const std::string where = cs.name + " " + std::to_string(m) + "x" + std::to_string(n) +
                                   "x" + std::to_string(k) + (accumulate ? " acc " : " ") +
-                                  IsaName(isa) + (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
+                                  tier.Name() + (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
         EXPECT_EQ(c1, c2) << where << ": 2 threads differ from 1";
         {  // B packed once, from a copy poisoned afterwards: the same bits.
           Quantized copy = b;
           copy.op.data = copy.codes.data();
           if (!copy.scales.empty()) copy.op.scales = copy.scales.data();
           if (!copy.e8m0.empty()) copy.op.e8m0 = copy.e8m0.data();
-          const PackedFp8B packed(Ctx(isa, 1), args, a.op, copy.op, decode,
+          const PackedFp8B packed(tier.Ctx(1), args, a.op, copy.op, decode,
                                   PackedFp8B::Streaming::kAlways);
           // Decode rows stream B's codes where the tier can (so the check
           // above covers that path), the panels elsewhere.
           const CpuFeatures& cpu = GetCpuFeatures();
-          const Isa tier = isa == Isa::kAvx512 && decode == Fp8Decode::kBf16 && !cpu.avx512_bf16
-                               ? Isa::kAvx2
-                               : isa;
-          const bool streams =
-              m <= 8 && (tier == Isa::kAvx2 || (tier == Isa::kAvx512 && cpu.avx512_vbmi));
+          const Isa runs_on =
+              tier.isa == Isa::kAvx512 && decode == Fp8Decode::kBf16 && !cpu.avx512_bf16
+                  ? Isa::kAvx2
+                  : tier.isa;
+          // AMX (bf16 decode, K blocks of whole tiles) has no streaming path.
+          const bool amx = tier.amx && decode == Fp8Decode::kBf16 &&
+                           GemmFp8KBlock(tier.isa, a.op, b.op, decode) % 32 == 0;
+          const bool streams = !amx && m <= 8 &&
+                               (runs_on == Isa::kAvx2 ||
+                                (runs_on == Isa::kAvx512 && cpu.avx512_vbmi));
           EXPECT_EQ(packed.Streams(m), streams) << where;
           std::fill(copy.codes.begin(), copy.codes.end(), uint8_t{0x7F});  // E4M3 NaN
           std::fill(copy.scales.begin(), copy.scales.end(), NAN);
           std::fill(copy.e8m0.begin(), copy.e8m0.end(), uint8_t{0xFF});
           std::vector<float> c4 = c0;
-          GemmFp8(Ctx(isa, 2), args, a.op, packed, c4.data());
+          GemmFp8(tier.Ctx(2), args, a.op, packed, c4.data());
           EXPECT_EQ(c4, c1) << where << ": B packed once differs";
         }
         for (int64_t i = 0; i < m * n; ++i) {
@@ -254,7 +275,7 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
           std::vector<float> part(c0.begin() + r0 * n, c0.begin() + (r0 + rows) * n);
           GemmArgs sub_args = args;
           sub_args.m = rows;
-          GemmFp8(Ctx(isa, 2), sub_args, sub, b.op, part.data(), decode);
+          GemmFp8(tier.Ctx(2), sub_args, sub, b.op, part.data(), decode);
           EXPECT_TRUE(std::equal(part.begin(), part.end(), c1.begin() + r0 * n))
               << where << ": rows alone differ from the batch";
         }
@@ -264,8 +285,8 @@ void Check(const Case& cs, int64_t m, int64_t n, int64_t k) {
         std::vector<float> c_from_bf16(m * n);
         for (int64_t i = 0; i < m * n; ++i) c_from_bf16[i] = ToFloat(cb[i]);
         std::vector<float> c3 = c_from_bf16;
-        GemmFp8(Ctx(isa, 2), args, a.op, b.op, cb.data(), decode);
-        GemmFp8(Ctx(isa, 2), args, a.op, b.op, c3.data(), decode);
+        GemmFp8(tier.Ctx(2), args, a.op, b.op, cb.data(), decode);
+        GemmFp8(tier.Ctx(2), args, a.op, b.op, c3.data(), decode);
         for (int64_t i = 0; i < m * n; ++i) {
           ASSERT_EQ(cb[i].bits, ToBF16(c3[i]).bits) << where << " bf16 C element " << i;
         }
@@ -308,17 +329,17 @@ TEST(GemmFp8, PackedBWithNanCode) {
   Quantized b = Quantize(xb, n, k, Layout::kTensor, Fp8Format::kE4M3, BlockScale::kAmax, 128);
   b.codes[7 * k + 3] = 0xFF;  // E4M3 NaN: column 7 of C is NaN
   const GemmArgs args{.m = m, .n = n, .k = k, .trans_b = Trans::kT};
-  for (const Isa isa : SupportedIsas())
+  for (const Tier& tier : Tiers())
     for (const Fp8Decode decode : {Fp8Decode::kBf16, Fp8Decode::kF32}) {
       std::vector<float> want(m * n), got(m * n);
-      GemmFp8(Ctx(isa, 1), args, a.op, b.op, want.data(), decode);
-      const PackedFp8B packed(Ctx(isa, 1), args, a.op, b.op, decode,
+      GemmFp8(tier.Ctx(1), args, a.op, b.op, want.data(), decode);
+      const PackedFp8B packed(tier.Ctx(1), args, a.op, b.op, decode,
                               PackedFp8B::Streaming::kAlways);
       EXPECT_FALSE(packed.Streams(m));
-      GemmFp8(Ctx(isa, 1), args, a.op, packed, got.data());
+      GemmFp8(tier.Ctx(1), args, a.op, packed, got.data());
       EXPECT_TRUE(std::isnan(got[7]));
       EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
-          << IsaName(isa) << (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
+          << tier.Name() << (decode == Fp8Decode::kBf16 ? " bf16" : " f32");
     }
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -31,12 +32,13 @@ inline std::vector<Isa> SupportedIsas() {
   return isas;
 }
 
-// A context for `isa` on a pool of `threads` (1 or 2), built once per process.
-inline const KernelCtx& Ctx(Isa isa, int threads) {
+// A context for `isa` on a pool of `threads` (1 or 2), built once per
+// process; `amx`: KernelCtx's (bf16 GEMMs on AMX tiles where the CPU has them).
+inline const KernelCtx& Ctx(Isa isa, int threads, bool amx = true) {
   static ThreadPool* pools[2] = {new ThreadPool(1), new ThreadPool(2)};
-  static std::map<std::pair<Isa, int>, std::unique_ptr<KernelCtx>> ctxs;
-  auto& slot = ctxs[{isa, threads}];
-  if (!slot) slot = std::make_unique<KernelCtx>(*pools[threads - 1], isa, size_t{1} << 20);
+  static std::map<std::tuple<Isa, int, bool>, std::unique_ptr<KernelCtx>> ctxs;
+  auto& slot = ctxs[{isa, threads, amx}];
+  if (!slot) slot = std::make_unique<KernelCtx>(*pools[threads - 1], isa, size_t{1} << 20, amx);
   return *slot;
 }
 

@@ -23,12 +23,10 @@ namespace anvil::profile {
 
 struct PeakFlops {
   double f32_gflops = 0;  // FMA throughput
-  // What bf16 GEMMs run at: AMX tiles where used (amx), else the bf16 dot
-  // product (= f32 when there is no bf16 dot).
+  // What bf16 GEMMs (and FP8 ones decoded to bf16) run at: AMX tiles where
+  // used (amx), else the bf16 dot product (= f32 when there is no bf16 dot).
   double bf16_gflops = 0;
-  // The bf16 dot product, vdpbf16ps (= f32 without it): what FP8 operands
-  // decoded to bf16 run at, AMX or not.
-  double bf16_dot_gflops = 0;
+  double bf16_dot_gflops = 0;  // vdpbf16ps (= f32 without it), AMX or not
   bool bf16_native = false;
   bool amx = false;
   Isa isa = Isa::kScalar;  // the tier the f32 loop used

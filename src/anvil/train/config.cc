@@ -96,12 +96,6 @@ model::Precision AutoPrecision(const profile::PeakFlops& peak) {
                                                                         : model::Precision::kF32;
 }
 
-kernels::Fp8Decode AutoFp8Decode(const profile::PeakFlops& peak) {
-  return peak.bf16_native && peak.bf16_dot_gflops > 1.25 * peak.f32_gflops
-             ? kernels::Fp8Decode::kBf16
-             : kernels::Fp8Decode::kF32;
-}
-
 Status TrainConfig::Validate() const {
   auto bad = [](const char* key, int64_t v, const char* want) {
     return InvalidArgument(fmt::format("key {} = {}: {}", key, v, want));

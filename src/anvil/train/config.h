@@ -82,8 +82,5 @@ struct TrainConfig {
 // 25%: it also rounds every GEMM input.
 model::Precision AutoPrecision(const profile::PeakFlops& peak);
 
-// train.fp8_decode = "auto": FP8 operands meet in bf16 where the bf16 dot
-// product (vdpbf16ps, which FP8 GEMMs run on, AMX or not) beats f32 by 25%.
-kernels::Fp8Decode AutoFp8Decode(const profile::PeakFlops& peak);
 
 }  // namespace anvil::train

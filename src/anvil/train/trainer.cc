@@ -172,7 +172,8 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   // FP8 values meet in the machine's faster dot product; the choice is
   // recorded, so a resume decodes as the run did.
   if (fp8 && train_.fp8_decode_auto) {
-    train_.fp8_decode = AutoFp8Decode(*peak);
+    const bool bf16_dot = AutoPrecision(*peak) == model::Precision::kBF16;
+    train_.fp8_decode = bf16_dot ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
     config_.Resolve("train.fp8_decode",
                     std::string(train_.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32"));
   }
@@ -180,10 +181,8 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   if (options_.peak_gflops > 0) {
     peak_gflops_ = options_.peak_gflops;
   } else {
-    // FP8 decoded to bf16 runs on the bf16 dot product, AMX or not.
-    peak_gflops_ = train_.precision == model::Precision::kBF16 ? peak->bf16_gflops
-                   : fp8 && bf16_dot                          ? peak->bf16_dot_gflops
-                                                              : peak->f32_gflops;
+    const bool bf16_peak = train_.precision == model::Precision::kBF16 || (fp8 && bf16_dot);
+    peak_gflops_ = bf16_peak ? peak->bf16_gflops : peak->f32_gflops;
   }
   RETURN_IF_ERROR(Agree(Build(), "setting up the run"));
   if (options_.resume) RETURN_IF_ERROR(Agree(LoadCheckpoint(dir), "loading the checkpoint"));

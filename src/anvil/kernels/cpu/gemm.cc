@@ -32,10 +32,11 @@ Isa TierFor(Isa isa, bool bf16_in) {
   return isa;
 }
 
-// Whether a call on `tier` runs on AMX tiles: bf16 inputs (not FP8) of a
-// context that uses them.
-bool UsesAmx(const KernelCtx& ctx, Isa tier, bool bf16_in, bool fp8) {
-  return ctx.amx() && tier == Isa::kAvx512 && bf16_in && !fp8;
+// Whether a call on `tier` runs on AMX tiles: bf16 inputs (FP8 decoded to
+// bf16 too, its K blocks whole tiles of 32) of a context that uses them.
+bool UsesAmx(const KernelCtx& ctx, Isa tier, bool bf16_in,
+             const gemm_internal::Fp8Problem* fp8 = nullptr) {
+  return ctx.amx() && tier == Isa::kAvx512 && bf16_in && (fp8 == nullptr || fp8->kblock % 32 == 0);
 }
 
 const Blocking& BlockingFor(Isa tier, bool bf16_in, bool amx = false) {
@@ -118,7 +119,7 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   p.fp8 = fp8;
   if (p.k == 0) return EmptySum(p);
   const Isa tier = TierFor(ctx.isa(), bf16_in);
-  const bool amx = UsesAmx(ctx, tier, bf16_in, fp8 != nullptr);
+  const bool amx = UsesAmx(ctx, tier, bf16_in, fp8);
   const Blocking& bl = BlockingFor(tier, bf16_in, amx);
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
@@ -305,7 +306,7 @@ PackedB::PackedB(const KernelCtx& ctx, const GemmArgs& args, const BF16* b)
 void PackedB::Repack(const KernelCtx& ctx) {
   const Problem p = Normalize(args_, bf16_, false, nullptr, b_, nullptr);
   const Isa tier = TierFor(ctx.isa(), bf16_);
-  const bool amx = UsesAmx(ctx, tier, bf16_, false);
+  const bool amx = UsesAmx(ctx, tier, bf16_);
   const Blocking& bl = BlockingFor(tier, bf16_, amx);
   // bf16 k-pairs where the tier has a bf16 dot product (AVX-512 after
   // TierFor, AMX's steps padded to whole tiles), f32 words elsewhere: the
@@ -333,8 +334,10 @@ void PackedB::Multiply(const KernelCtx& ctx, const GemmArgs& args, bool bf16_out
       << "Gemm: B is not the packed one (k " << args.k << " vs " << packed.k << ", n " << args.n
       << " vs " << packed.n << ")";
   const Isa tier = TierFor(ctx.isa(), b.bf16_);
-  CHECK(tier == b.tier_ && UsesAmx(ctx, tier, b.bf16_, false) == b.amx_)
-      << "Gemm: B was packed for another ISA tier (or with AMX on where the call has it off)";
+  CHECK(tier == b.tier_) << "Gemm: B was packed for another ISA tier";
+  CHECK(UsesAmx(ctx, tier, b.bf16_) == b.amx_)
+      << "Gemm: B was packed with AMX " << (b.amx_ ? "on" : "off") << ", the call has it "
+      << (b.amx_ ? "off" : "on");
   const auto* words =
       b.packed_.size() != 0 ? reinterpret_cast<const uint32_t*>(b.packed_.data()) : nullptr;
   Run(ctx, args, b.bf16_, bf16_out, a, b.b_, c, nullptr, words);
@@ -403,14 +406,16 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   }
   Problem p = Normalize(args_, f.decode_bf16, false, nullptr, codes_.data(), nullptr);
   p.fp8 = &f;
-  const Blocking& bl = BlockingFor(tier_, f.decode_bf16);
+  amx_ = UsesAmx(ctx, tier_, f.decode_bf16, &f);
+  const Blocking& bl = BlockingFor(tier_, f.decode_bf16, amx_);
   // AVX-512 packs bf16 k-pairs for its vdpbf16ps kernel (its tier's kFp8Pairs).
   const bool pairs = f.decode_bf16 && tier_ == Isa::kAvx512;
   const auto bytes =
       static_cast<size_t>(gemm_internal::PackedBWords(p, bl, f.kblock, pairs)) * 4;
   if (packed_.size() != bytes) packed_ = AlignedBuffer(bytes);
-  PackWholeB(ctx, p, tier_, false, bl, reinterpret_cast<uint32_t*>(packed_.data()));
-  LayOutStream(f, streaming);
+  PackWholeB(ctx, p, tier_, amx_, bl, reinterpret_cast<uint32_t*>(packed_.data()));
+  // AMX has no streaming path: its calls all read the panels.
+  LayOutStream(f, amx_ ? Streaming::kNever : streaming);
   // The calls read the panels or the stream, never the codes: B's data only
   // has to be non-null for the argument checks.
   codes_ = std::vector<uint8_t>();
@@ -526,6 +531,10 @@ void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, co
       << "GemmFp8: A is scaled unlike the A the packed B was packed for";
   CHECK(TierFor(ctx.isa(), b.decode_ == Fp8Decode::kBf16) == b.tier_)
       << "GemmFp8: B was packed for another ISA tier";
+  const gemm_internal::Fp8Problem f = Fp8ProblemOf(ctx.isa(), a, b.b_, b.decode_);
+  CHECK(UsesAmx(ctx, b.tier_, f.decode_bf16, &f) == b.amx_)
+      << "GemmFp8: B was packed with AMX " << (b.amx_ ? "on" : "off") << ", the call has it "
+      << (b.amx_ ? "off" : "on");
   GemmArgs g = args;
   g.ldb = 0;  // the copy's
   const auto* words =

@@ -120,8 +120,8 @@ void PackB(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, uin
   }
 }
 
-// The 32 x 32 tile's sums over `steps` k-pairs from zero, then C (=|+=) them.
-void Micro(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, bool add) {
+// The 32 x 32 tile's sums over `steps` k-pairs from zero, in tiles 0-3.
+void Accumulate(int64_t steps, const uint32_t* ap, const uint32_t* bp) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -138,18 +138,23 @@ void Micro(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int6
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  if (!add) {
-    _tile_stored(0, c, ldc * 4);
-    _tile_stored(1, c + 16, ldc * 4);
-    _tile_stored(2, c + 16 * ldc, ldc * 4);
-    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
-    return;
-  }
+}
+
+// Tiles 0-3 into the 32 x 32 f32 tile at c (rows ldc floats apart).
+void StoreTiles(float* c, int64_t ldc) {
+  _tile_stored(0, c, ldc * 4);
+  _tile_stored(1, c + 16, ldc * 4);
+  _tile_stored(2, c + 16 * ldc, ldc * 4);
+  _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+}
+
+// C (=|+=) the tile's sums over `steps` k-pairs.
+void Micro(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
+           bool add) {
+  Accumulate(steps, ap, bp);
+  if (!add) return StoreTiles(c, ldc);
   alignas(64) float tile[kMr * kNr];
-  _tile_stored(0, tile, kNr * 4);
-  _tile_stored(1, tile + 16, kNr * 4);
-  _tile_stored(2, tile + 16 * kNr, kNr * 4);
-  _tile_stored(3, tile + 16 * kNr + 16, kNr * 4);
+  StoreTiles(tile, kNr);
   for (int64_t r = 0; r < kMr; ++r) {
     float* row = c + r * ldc;
     const float* t = tile + r * kNr;
@@ -158,9 +163,34 @@ void Micro(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int6
   }
 }
 
-// The AMX tier for Driver (gemm_driver.h): bf16 inputs only.
+// GemmFp8's block scaling of the tile's sums P into C, as the driver's
+// BlockUpdate computes it: C = P * (sa * sb), or fma(P, sa * sb, C).
+void MicroScaled(int64_t steps, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
+                 const float* sa, const float* sb, bool add) {
+  Accumulate(steps, ap, bp);
+  alignas(64) float tile[kMr * kNr];
+  StoreTiles(tile, kNr);
+  const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16);
+  for (int64_t r = 0; r < kMr; ++r) {
+    float* row = c + r * ldc;
+    const __m512 sr = _mm512_set1_ps(sa[r]);
+    const __m512 f0 = _mm512_mul_ps(sr, sb0), f1 = _mm512_mul_ps(sr, sb1);
+    const __m512 p0 = _mm512_load_ps(tile + r * kNr), p1 = _mm512_load_ps(tile + r * kNr + 16);
+    if (add) {
+      _mm512_storeu_ps(row, _mm512_fmadd_ps(p0, f0, _mm512_loadu_ps(row)));
+      _mm512_storeu_ps(row + 16, _mm512_fmadd_ps(p1, f1, _mm512_loadu_ps(row + 16)));
+    } else {
+      _mm512_storeu_ps(row, _mm512_mul_ps(p0, f0));
+      _mm512_storeu_ps(row + 16, _mm512_mul_ps(p1, f1));
+    }
+  }
+}
+
+// The AMX tier for Driver (gemm_driver.h): bf16 inputs, and FP8 operands
+// decoded to bf16 (gemm_fp8.h's words, in this tier's panels).
 struct Tier {
-  static constexpr bool kFp8Pairs = true;  // unused: FP8 does not run here
+  static constexpr bool kFp8Pairs = true;
+  static constexpr bool kOwnFp8Packing = true;
   static constexpr int64_t kMr = amx::kMr;
   static constexpr int64_t kNr = amx::kNr;
   static constexpr int64_t kMc = amx::kMc;
@@ -184,10 +214,51 @@ struct Tier {
                         int64_t, bool) {
     return false;
   }
-  // Block scaling is GemmFp8's, which does not run here.
-  static bool MicroScaled(bool, int64_t, const uint32_t*, const uint32_t*, int64_t, float*, int64_t,
-                          const float*, const float*, bool) {
-    return false;
+  static bool MicroScaled(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t,
+                          float* c, int64_t ldc, const float* sa, const float* sb, bool add) {
+    amx::MicroScaled(steps, ap, bp, c, ldc, sa, sb, add);
+    return true;
+  }
+  static bool PackFp8Vector(const Fp8Operand& o, const float* values, const uint16_t* bf16,
+                            int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t p0,
+                            int64_t kc, int64_t k_total, int k_panel, bool pairs, uint32_t* out) {
+    return avx512::PackFp8Vector(o, values, bf16, ld, trans, r0, rows, p0, kc, k_total, k_panel,
+                                 pairs, out);
+  }
+  // FP8 B: Fp8Pack's bf16 panels (the AVX-512 tier's layout), steps padded.
+  static void PackFp8B(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+                       bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
+                       int64_t k_total, uint32_t* bp) {
+    const int64_t steps = TileSteps(kc), packed = (kc + 1) / 2;
+    for (int64_t c0 = 0; c0 < rows; c0 += kNr) {
+      uint32_t* panel = bp + c0 * steps;
+      Fp8Pack<Tier>::Pack<kNr, true>(o, values, bf16, ld, trans, r0 + c0, Min(kNr, rows - c0), p0,
+                                     kc, k_total, panel);
+      std::memset(panel + packed * kNr, 0, static_cast<size_t>((steps - packed) * kNr) * 4);
+    }
+  }
+  // FP8 A (stored [m, k]): Fp8Pack's panels a tile of k at a time (16 steps
+  // x 32 rows on the stack), transposed into this tier's row-major panels.
+  static void PackFp8A(const Fp8Operand& o, const float* values, const uint16_t* bf16, int64_t ld,
+                       bool trans, int64_t r0, int64_t rows, int64_t p0, int64_t kc,
+                       int64_t k_total, uint32_t* ap) {
+    const int64_t steps = TileSteps(kc);
+    for (int64_t q = 0; q < rows; q += kMr) {
+      uint32_t* panel = ap + q * steps;
+      for (int64_t s0 = 0; s0 < steps; s0 += kTileSteps) {
+        alignas(64) uint32_t chunk[kTileSteps * kMr];  // word (s, r) at s * kMr + r
+        const int64_t k0 = 2 * s0, kn = Min(2 * kTileSteps, kc - k0);
+        if (kn < 2 * kTileSteps) std::memset(chunk, 0, sizeof(chunk));
+        Fp8Pack<Tier>::Pack<kMr, true>(o, values, bf16, ld, trans, r0 + q, Min(kMr, rows - q),
+                                       p0 + k0, kn, k_total, chunk);
+        for (int64_t h = 0; h < kMr; h += 16) {
+          __m512 v[16];
+          for (int s = 0; s < 16; ++s) v[s] = _mm512_load_ps(chunk + s * kMr + h);
+          avx512::Transpose16x16(v);  // v[r]: row h + r, steps s0 .. s0 + 15
+          for (int r = 0; r < 16; ++r) _mm512_storeu_ps(panel + (h + r) * steps + s0, v[r]);
+        }
+      }
+    }
   }
   static void WidenRow(const BF16* src, float* dst, int64_t n) {
     for (int64_t j = 0; j < n; j += 16) {
@@ -208,12 +279,20 @@ struct Tier {
 }  // namespace amx
 
 void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
-  Driver<amx::Tier>::PackWhole<BF16>(p, n0, n1, out);
+  if (p.fp8 != nullptr) {
+    Driver<amx::Tier>::PackWhole<Fp8Codes<true>>(p, n0, n1, out);
+  } else {
+    Driver<amx::Tier>::PackWhole<BF16>(p, n0, n1, out);
+  }
 }
 
 void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   amx::ConfigureTiles();
-  Driver<amx::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);
+  if (p.fp8 != nullptr) {
+    Driver<amx::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
+  } else {
+    Driver<amx::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);
+  }
   _tile_release();
 }
 

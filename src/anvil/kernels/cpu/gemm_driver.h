@@ -43,6 +43,10 @@ namespace anvil::kernels::gemm_internal {
 //   kFp8Pairs: FP8 operands pack as bf16 k-pairs (else f32 words),
 //   PackFp8Vector(...): gemm_fp8.h's packing in vector code, or false where
 //     the tier has none for the case,
+//   optionally kOwnFp8Packing = true with PackFp8A / PackFp8B (Fp8Pack::Pack's
+//     arguments, bf16 k-pairs): a tier whose panels are not Fp8Pack's layout
+//     (AMX) packs FP8 operands itself, and its block-scaled calls take Run's
+//     K-outer order (RunScaled's panels over all of K are Fp8Pack's layout),
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
 // K blocks of p.fp8->kblock, and with block scaling each block's tile goes
 // into C through BlockUpdate's arithmetic (K::MicroScaled for a whole tile,
@@ -68,6 +72,14 @@ struct Driver {
     int64_t panel_rows;
   };
 
+  static constexpr bool OwnFp8Packing() {
+    if constexpr (requires { K::kOwnFp8Packing; }) {
+      return K::kOwnFp8Packing;
+    } else {
+      return false;
+    }
+  }
+
   // FP8 packs bf16 k-pairs when decoded to bf16 on a tier with a bf16 kernel.
   template <typename T>
   static constexpr bool Pairs() {
@@ -88,7 +100,10 @@ struct Driver {
   template <typename T>
   static void PackB(const Problem& p, int64_t pc, int64_t jc, int64_t kc, int64_t nc,
                     uint32_t* bp) {
-    if constexpr (kIsFp8<T>) {
+    if constexpr (kIsFp8<T> && OwnFp8Packing()) {
+      const Fp8Problem& f = *p.fp8;
+      K::PackFp8B(f.b, f.value_b, f.bf16_b, p.ldb, !p.trans_b, jc, nc, pc, kc, p.k, bp);
+    } else if constexpr (kIsFp8<T>) {
       const Fp8Problem& f = *p.fp8;
       Fp8Pack<K>::template Pack<K::kNr, Pairs<T>()>(f.b, f.value_b, f.bf16_b, p.ldb, !p.trans_b, jc,
                                                     nc, pc, kc, p.k, bp);
@@ -100,7 +115,10 @@ struct Driver {
   template <typename T>
   static void PackA(const Problem& p, int64_t pc, int64_t ic, int64_t kc, int64_t mc,
                     uint32_t* ap) {
-    if constexpr (kIsFp8<T>) {
+    if constexpr (kIsFp8<T> && OwnFp8Packing()) {
+      const Fp8Problem& f = *p.fp8;
+      K::PackFp8A(f.a, f.value_a, f.bf16_a, p.lda, false, ic, mc, pc, kc, p.k, ap);
+    } else if constexpr (kIsFp8<T>) {
       const Fp8Problem& f = *p.fp8;
       Fp8Pack<K>::template Pack<K::kMr, Pairs<T>()>(f.a, f.value_a, f.bf16_a, p.lda, false, ic, mc,
                                                     pc, kc, p.k, ap);
@@ -262,7 +280,7 @@ struct Driver {
   template <typename T>
   static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
     constexpr bool kFp8 = kIsFp8<T>;
-    if constexpr (kFp8) {
+    if constexpr (kFp8 && !OwnFp8Packing()) {
       if (p.fp8->block_scaled && RunScaled<T>(p, r, scratch, bytes)) return;
     }
     constexpr bool kBf16 = Bf16Kernel<T>();
