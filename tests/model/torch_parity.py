@@ -330,14 +330,16 @@ def main():
     ap.add_argument("--amx", action="store_true",
                     help="bf16 GEMMs on AMX tiles: the flip-tolerant checks (skips without AMX)")
     args = ap.parse_args()
+    if args.amx and not args.bf16:
+        ap.error("--amx checks a --bf16 dump")
     if args.dir:
         return check(args.dir, args.amx)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [args.dump, "--out", tmp] + (["--packed"] if args.packed else []) + \
               (["--tied"] if args.tied else []) + (["--bf16"] if args.bf16 else [])
         env = dict(os.environ)
-        if args.bf16 and not args.amx:
-            env["ANVIL_AMX"] = "0"
+        if args.bf16:
+            env["ANVIL_AMX"] = "1" if args.amx else "0"
         subprocess.run(cmd, check=True, env=env)
         return check(tmp, args.amx)
 

@@ -56,7 +56,7 @@ CpuFeatures Detect() {
   // AMX: CPUID.7.0:EDX bits 22 (AMX-BF16) and 24 (AMX-TILE); XCR0 bits 17
   // (tile config) and 18 (tile data).
   const bool tile_state = (xcr0 & (uint64_t{3} << 17)) == (uint64_t{3} << 17);
-  f.amx_bf16 = f.avx512f && tile_state && (d & (1u << 22)) && (d & (1u << 24));
+  f.amx_bf16 = f.avx512_bf16 && tile_state && (d & (1u << 22)) && (d & (1u << 24));
   return f;
 }
 
@@ -132,15 +132,17 @@ Isa BestIsa() {
 
 bool AmxEnabled() {
   static const bool enabled = [] {
-    if (!GetCpuFeatures().amx_bf16) return false;
+    bool wanted = true;
     if (const char* env = std::getenv("ANVIL_AMX")) {
-      if (std::strcmp(env, "0") == 0) return false;
-      if (std::strcmp(env, "1") != 0) {
+      if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0) {
         CheckFailed(__FILE__, __LINE__, std::string("ANVIL_AMX must be 0 or 1, not '") + env + "'");
       }
+      wanted = env[0] == '1';
     }
+    if (!wanted || !GetCpuFeatures().amx_bf16) return false;
     // Linux hands out the tile data state (XFEATURE_XTILEDATA, 18) per
-    // process on request; without it the first tile instruction faults.
+    // process on request; without it the first tile instruction faults, so
+    // a refusal (an old kernel) leaves bf16 on vdpbf16ps.
     constexpr long kArchReqXcompPerm = 0x1023;
     constexpr long kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;

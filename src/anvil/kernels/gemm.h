@@ -48,15 +48,17 @@ struct GemmArgs {
 //   K is cut into blocks of GemmKBlock() elements from k = 0. Within a block
 //   an f32 partial starts at +0 and takes the products in increasing k with
 //   one rounding each (an FMA; bf16 inputs on AVX-512 take k in pairs
-//   (2j, 2j+1) from the block start with vdpbf16ps). Block partials are added
-//   to the running sum in increasing block order; with `accumulate` the
-//   running sum starts from C's old value (widened exactly from bf16). A bf16
-//   C is rounded once, to nearest even, at the end.
+//   (2j, 2j+1) from the block start with vdpbf16ps, or, in a KernelCtx that
+//   uses AMX, 16 pairs at a time with tdpbf16ps, whose own rounding differs
+//   from both). Block partials are added to the running sum in increasing
+//   block order; with `accumulate` the running sum starts from C's old
+//   value (widened exactly from bf16). A bf16 C is rounded once, to nearest
+//   even, at the end.
 // So a row's result is bitwise the same whatever M, the other rows, N, the
 // thread count or the code path (small-M calls stream B without packing it
-// and still give the same bits). Different ISA tiers may differ in the last
-// bits (they agree with the double-precision reference within the bound
-// that gemm_test.cc derives).
+// and still give the same bits). Different ISA tiers, and AMX or not, may
+// differ in the last bits (they agree with the double-precision reference
+// within the bound that gemm_test.cc derives).
 // C must not overlap A or B. Operands need no particular alignment.
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const float* b, float* c);
 void Gemm(const KernelCtx& ctx, const GemmArgs& args, const float* a, const float* b, BF16* c);
@@ -153,10 +155,11 @@ struct Fp8Operand {
 // invariant and thread-count independent like Gemm.
 //
 // `decode` picks the dot-product format the decoded values meet in (both
-// exact): bf16 (vdpbf16ps on AVX-512 with AVX512_BF16; other tiers widen it to
-// f32) or f32 (the f32 kernel). The faster one depends on the machine (a bf16
-// dot at twice the f32 rate on Zen 5, at half of it on some Xeons): callers
-// choose from the measured peaks. The summation order is that format's Gemm.
+// exact): bf16 (vdpbf16ps on AVX-512 with AVX512_BF16, AMX tiles in a
+// context that uses them where S is a multiple of 32; other tiers widen it
+// to f32) or f32 (the f32 kernel). The faster one depends on the machine (a
+// bf16 dot at twice the f32 rate on Zen 5, at half of it on some Xeons, AMX
+// far above it): callers choose from the measured peaks. The summation order is that format's Gemm.
 enum class Fp8Decode : uint8_t { kBf16, kF32 };
 void GemmFp8(const KernelCtx& ctx, const GemmArgs& args, const Fp8Operand& a, const Fp8Operand& b,
              float* c, Fp8Decode decode = Fp8Decode::kBf16);
@@ -182,8 +185,9 @@ class PackedFp8B {
   // panels would not stay in the L2 caches (within them the panels are
   // faster; from 5 rows only for panels of over 16 MiB), kAlways wherever
   // the stream can be used (up to 8 rows), kNever. The stream needs the
-  // AVX2 tier, or AVX-512 with AVX512_VBMI; K blocks of at least 32 (even,
-  // on AVX-512), K up to 16384, and no NaN code in B.
+  // AVX2 tier, or AVX-512 with AVX512_VBMI (and bf16 decode not on AMX,
+  // which has no streaming path); K blocks of at least 32 (even, on
+  // AVX-512), K up to 16384, and no NaN code in B.
   enum class Streaming : uint8_t { kAuto, kAlways, kNever };
   PackedFp8B() = default;
   // B as `args` describes it (k, n, trans_b, ldb; the rest is ignored).

@@ -319,6 +319,38 @@ TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
   }
 }
 
+// On a CPU with AMX, FP8 decoded to bf16 runs on AMX tiles in a context
+// that uses them (its bits part from vdpbf16ps's over a long K, packed B or
+// not), except with K blocks that are not whole tiles (a multiple of 32):
+// those stay on vdpbf16ps, the same bits in either context.
+TEST(GemmFp8, AmxContextsRunBf16DecodeOnTiles) {
+  if (!IsaSupported(Isa::kAvx512) || !AmxEnabled()) GTEST_SKIP() << "no AMX-BF16 here";
+  const Tier amx{Isa::kAvx512, true}, dot{Isa::kAvx512, false};
+  const int64_t m = 40, n = 64, k = 1024;
+  for (const int64_t block : {int64_t{128}, int64_t{48}}) {
+    const std::vector<float> xa = Data(m, k, 11), xb = Data(n, k, 12);
+    const Quantized a =
+        Quantize(xa, m, k, Layout::kRows, Fp8Format::kE4M3, BlockScale::kAmax, block);
+    const Quantized b =
+        Quantize(xb, n, k, Layout::kRows, Fp8Format::kE4M3, BlockScale::kAmax, block);
+    const GemmArgs args{.m = m, .n = n, .k = k, .trans_b = Trans::kT};
+    std::vector<float> c_amx(m * n), c_dot(m * n), p_amx(m * n), p_dot(m * n);
+    GemmFp8(amx.Ctx(2), args, a.op, b.op, c_amx.data(), Fp8Decode::kBf16);
+    GemmFp8(dot.Ctx(2), args, a.op, b.op, c_dot.data(), Fp8Decode::kBf16);
+    const PackedFp8B on(amx.Ctx(1), args, a.op, b.op, Fp8Decode::kBf16);
+    const PackedFp8B off(dot.Ctx(1), args, a.op, b.op, Fp8Decode::kBf16);
+    GemmFp8(amx.Ctx(2), args, a.op, on, p_amx.data());
+    GemmFp8(dot.Ctx(2), args, a.op, off, p_dot.data());
+    const bool tiles = block % 32 == 0;
+    EXPECT_EQ(std::memcmp(c_amx.data(), c_dot.data(), c_amx.size() * 4) != 0, tiles) << block;
+    EXPECT_EQ(std::memcmp(p_amx.data(), p_dot.data(), p_amx.size() * 4) != 0, tiles) << block;
+    EXPECT_EQ(std::memcmp(p_amx.data(), c_amx.data(), p_amx.size() * 4), 0) << block;
+    if (tiles) {
+      EXPECT_DEATH(GemmFp8(dot.Ctx(1), args, a.op, on, p_dot.data()), "packed with AMX on");
+    }
+  }
+}
+
 // A B with a NaN code (a weight gone bad) is left to the decoded panels
 // (the streaming decode's words cannot hold NaN's f32 bits): packed once,
 // still GemmFp8's bits, NaN's included.

@@ -421,6 +421,36 @@ TEST(Gemm, ScratchSizeDoesNotChangeResults) {
   }
 }
 
+// On a CPU with AMX, a context that uses it runs bf16 on AMX tiles on every
+// path: streamed B (up to 16 rows of a B [k, n]), a tile's first 16 rows, whole
+// tiles, and a packed B; tdpbf16ps rounds otherwise than vdpbf16ps, so over
+// a long K the two contexts' bits part (the tests above hold each to the
+// reference and to batch invariance). A B packed under one is refused under
+// the other.
+TEST(Gemm, AmxContextsRunBf16OnTiles) {
+  if (!IsaSupported(Isa::kAvx512) || !AmxEnabled()) GTEST_SKIP() << "no AMX-BF16 here";
+  ThreadPool pool(2);
+  const KernelCtx amx = Ctx(pool, {Isa::kAvx512, true}), dot = Ctx(pool, {Isa::kAvx512, false});
+  ASSERT_TRUE(amx.amx());
+  ASSERT_FALSE(dot.amx());
+  const auto differ = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) != 0;
+  };
+  for (const int64_t m : {1, 8, 20, 64}) {
+    for (const Trans tb : {Trans::kN, Trans::kT}) {
+      const Problem<BF16, float> p(m, 96, 1024, Trans::kN, tb, false, 31);
+      const std::string what = Name(p.g, {Isa::kAvx512, true}, "bf16->f32");
+      EXPECT_TRUE(differ(p.Rows(amx, m), p.Rows(dot, m))) << what;
+      const PackedB on(amx, p.g, p.b.data()), off(dot, p.g, p.b.data());
+      std::vector<float> c_on(p.c_old), c_off(p.c_old);
+      Gemm(amx, p.g, p.a.data(), on, c_on.data());
+      Gemm(dot, p.g, p.a.data(), off, c_off.data());
+      EXPECT_TRUE(differ(c_on, c_off)) << what << " packed B";
+      EXPECT_DEATH(Gemm(dot, p.g, p.a.data(), on, c_off.data()), "packed with AMX on");
+    }
+  }
+}
+
 TEST(Gemm, EmptyDimensions) {
   ThreadPool pool(2);
   const KernelCtx ctx(pool);

@@ -400,6 +400,7 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   const gemm_internal::Fp8Problem f = Fp8ProblemOf(ctx.isa(), a_like_, b_, decode);
   tier_ = TierFor(ctx.isa(), f.decode_bf16);
   if (tier_ == Isa::kScalar) {  // reads the codes
+    amx_ = false;
     packed_ = AlignedBuffer();
     LayOutStream(f, Streaming::kNever);  // none
     return;
@@ -408,7 +409,8 @@ void PackedFp8B::Pack(const KernelCtx& ctx, const GemmArgs& args, const Fp8Opera
   p.fp8 = &f;
   amx_ = UsesAmx(ctx, tier_, f.decode_bf16, &f);
   const Blocking& bl = BlockingFor(tier_, f.decode_bf16, amx_);
-  // AVX-512 packs bf16 k-pairs for its vdpbf16ps kernel (its tier's kFp8Pairs).
+  // AVX-512 packs bf16 k-pairs for its vdpbf16ps kernel or AMX tiles (the
+  // tiers' kFp8Pairs).
   const bool pairs = f.decode_bf16 && tier_ == Isa::kAvx512;
   const auto bytes =
       static_cast<size_t>(gemm_internal::PackedBWords(p, bl, f.kblock, pairs)) * 4;

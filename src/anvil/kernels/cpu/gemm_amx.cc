@@ -19,9 +19,10 @@
 // about 90% of sums agree with "accumulator + the products' exact sum,
 // rounded once"). They are the same for a row of C whatever M, the row's
 // place in a tile, the thread count or the other rows: each row of a tile is
-// computed from that row of A alone. So on a CPU with AMX every bf16 GEMM of
-// a context that uses it runs here, the one-row calls too (no streaming
-// path), and batch invariance holds among them.
+// computed from that row of A alone. So on a CPU with AMX every bf16 GEMM
+// (and FP8 decoded to bf16) of a context that uses it runs on the tiles, the
+// one-row calls too (DecodeRegion streams B through the same instructions),
+// and batch invariance holds among them.
 // GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -43,7 +44,7 @@ constexpr int64_t kMr = kAmxBf16.mr;
 constexpr int64_t kNr = kAmxBf16.nr;
 constexpr int64_t kTileSteps = kAmxBf16.step_align;  // k-pairs in a tile row
 static_assert(kMr == 32 && kNr == 32 && kTileSteps == 16, "the kernel holds 2 x 2 tiles");
-// Row blocks of 4 tiles (128 rows x 2048 steps x 4 B = 1 MiB of A at the
+// Row blocks of 4 tiles (128 rows x 1024 steps x 4 B = 512 KiB of A at the
 // largest K block, in a 2 MiB L2) and column blocks as the AVX-512 tier's.
 constexpr int64_t kMc = 4 * kMr;
 constexpr int64_t kNc = 1024;
@@ -120,23 +121,30 @@ void PackB(const BF16* b, int64_t ldb, bool trans, int64_t cols, int64_t kc, uin
   }
 }
 
-// The 32 x 32 tile's sums over `steps` k-pairs from zero, in tiles 0-3.
+// The 32 x 32 tile's sums over `steps` k-pairs from zero, in tiles 0-3; or
+// (kHalf) only its first 16 rows', in tiles 0-1: tiles 0-1 see the same
+// instructions either way, so a row's sums do not depend on which ran.
+template <bool kHalf = false>
 void Accumulate(int64_t steps, const uint32_t* ap, const uint32_t* bp) {
   _tile_zero(0);
   _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  if constexpr (!kHalf) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   const int64_t a_stride = steps * 4;
   const uint32_t* a1 = ap + 16 * steps;
   for (int64_t s = 0; s < steps; s += kTileSteps) {
     _tile_loadd(4, ap + s, a_stride);
     _tile_loadd(6, bp + s * kNr, kNr * 4);
     _tile_loadd(7, bp + s * kNr + 16, kNr * 4);
-    _tile_loadd(5, a1 + s, a_stride);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+    if constexpr (!kHalf) {
+      _tile_loadd(5, a1 + s, a_stride);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
 }
 
@@ -210,9 +218,26 @@ struct Tier {
     amx::Micro(steps, ap, bp, c, ldc, add);
   }
   // Edge tiles: the whole tile on zero-padded panels into the driver's copy.
-  static bool MicroRows(bool, int64_t, int64_t, const uint32_t*, const uint32_t*, int64_t, float*,
-                        int64_t, bool) {
-    return false;
+  // Up to 16 rows (decoding's few rows, a call's last rows): the first two
+  // accumulator tiles only, then those rows into C; more take the whole tile.
+  static bool MicroRows(bool, int64_t rows, int64_t steps, const uint32_t* ap, const uint32_t* bp,
+                        int64_t, float* c, int64_t ldc, bool add) {
+    if (rows > 16) return false;
+    Accumulate<true>(steps, ap, bp);
+    alignas(64) float tile[16 * kNr];
+    _tile_stored(0, tile, kNr * 4);
+    _tile_stored(1, tile + 16, kNr * 4);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = c + r * ldc;
+      __m512 t0 = _mm512_load_ps(tile + r * kNr), t1 = _mm512_load_ps(tile + r * kNr + 16);
+      if (add) {
+        t0 = _mm512_add_ps(_mm512_loadu_ps(row), t0);
+        t1 = _mm512_add_ps(_mm512_loadu_ps(row + 16), t1);
+      }
+      _mm512_storeu_ps(row, t0);
+      _mm512_storeu_ps(row + 16, t1);
+    }
+    return true;
   }
   static bool MicroScaled(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t,
                           float* c, int64_t ldc, const float* sa, const float* sb, bool add) {
@@ -275,6 +300,99 @@ struct Tier {
   }
 };
 
+// Few rows with B stored [k, n] (decoding): B is never packed whole. Each 16
+// k-pairs x 32 columns of it are paired into an L1 chunk (the words PackB
+// would write) just before their two tdpbf16ps, over the driver's K blocks
+// with its A panels and C updates, so every element gets the packed path's
+// bits (Accumulate<true> is MicroRows' arithmetic). A's panels for all of K
+// (kStreamMaxK at most: 512 KiB) and a bf16 C's f32 partials live in scratch.
+// 1 x 768 x 768 on the Xeon host: 35 GFLOP/s packing B whole, 62 so.
+constexpr int64_t kStreamMaxK = 8192;
+
+// B rows [k, k + 32) (past kc: zeros) x columns [j0, j0 + 32) (masks m0, m1)
+// as 16 steps of k-pairs, kNr words a step.
+void PairChunk(const uint16_t* b, int64_t ldb, int64_t k, int64_t kc, __mmask16 m0, __mmask16 m1,
+               uint32_t* chunk) {
+  for (int64_t s = 0; s < kTileSteps; ++s, k += 2) {
+    const uint16_t* lo = b + k * ldb;
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i l0 = k < kc ? _mm256_maskz_loadu_epi16(m0, lo) : z;
+    const __m256i l1 = k < kc ? _mm256_maskz_loadu_epi16(m1, lo + 16) : z;
+    const __m256i h0 = k + 1 < kc ? _mm256_maskz_loadu_epi16(m0, lo + ldb) : z;
+    const __m256i h1 = k + 1 < kc ? _mm256_maskz_loadu_epi16(m1, lo + ldb + 16) : z;
+    _mm512_store_si512(chunk + s * kNr,
+                       _mm512_or_si512(_mm512_cvtepu16_epi32(l0),
+                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16)));
+    _mm512_store_si512(chunk + s * kNr + 16,
+                       _mm512_or_si512(_mm512_cvtepu16_epi32(l1),
+                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)));
+  }
+}
+
+void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch) {
+  const int64_t rows = r.m1 - r.m0;
+  const int64_t kKc = kAmxBf16.kc;
+  const int64_t blocks = (p.k + kKc - 1) / kKc;
+  auto* ap = reinterpret_cast<uint32_t*>(scratch);  // block b's panel at b * kMr * TileSteps(kKc)
+  const auto* a = static_cast<const BF16*>(p.a);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t pc = b * kKc, kc = Min(kKc, p.k - pc);
+    PackA(p.trans_a ? a + pc * p.lda + r.m0 : a + r.m0 * p.lda + pc, p.lda, p.trans_a, rows, kc,
+          ap + b * kMr * TileSteps(kKc));
+  }
+  auto* part = reinterpret_cast<float*>(ap + blocks * kMr * TileSteps(kKc));  // 16 x kNr
+  const auto* bq = static_cast<const uint16_t*>(p.b);
+  alignas(64) uint32_t chunks[2][kTileSteps * kNr];
+  alignas(64) float tile[16 * kNr];
+  for (int64_t j0 = r.n0; j0 < r.n1; j0 += kNr) {
+    const int64_t ncols = Min(kNr, r.n1 - j0);
+    const __mmask16 m0 = Mask16(ncols), m1 = Mask16(ncols > 16 ? ncols - 16 : 0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t pc = b * kKc, kc = Min(kKc, p.k - pc), steps = TileSteps(kc);
+      const uint32_t* apanel = ap + b * kMr * TileSteps(kKc);
+      const uint16_t* bb = bq + pc * p.ldb + j0;
+      _tile_zero(0);
+      _tile_zero(1);
+      // One chunk ahead: the tile unit reads a chunk the stores wrote an
+      // iteration earlier, not the one they are writing.
+      PairChunk(bb, p.ldb, 0, kc, m0, m1, chunks[0]);
+      for (int64_t s0 = 0; s0 < steps; s0 += kTileSteps) {
+        const uint32_t* chunk = chunks[(s0 / kTileSteps) % 2];
+        if (s0 + kTileSteps < steps) {
+          PairChunk(bb, p.ldb, 2 * (s0 + kTileSteps), kc, m0, m1,
+                    chunks[(s0 / kTileSteps + 1) % 2]);
+        }
+        _tile_loadd(4, apanel + s0, steps * 4);
+        _tile_loadd(6, chunk, kNr * 4);
+        _tile_loadd(7, chunk + 16, kNr * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+      }
+      _tile_stored(0, tile, kNr * 4);
+      _tile_stored(1, tile + 16, kNr * 4);
+      // C (=|+=) the block's sums; a bf16 C's partials stay f32 until the end.
+      const bool add = b > 0 || p.accumulate;
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* t = tile + i * kNr;
+        if (p.bf16_out) {
+          float* q = part + i * kNr;
+          const BF16* c = static_cast<const BF16*>(p.c) + (r.m0 + i) * p.ldc + j0;
+          if (b == 0 && p.accumulate) Tier::WidenRow(c, q, ncols);
+          for (int64_t j = 0; j < ncols; ++j) q[j] = add ? q[j] + t[j] : t[j];
+        } else {
+          float* c = static_cast<float*>(p.c) + (r.m0 + i) * p.ldc + j0;
+          for (int64_t j = 0; j < ncols; ++j) c[j] = add ? c[j] + t[j] : t[j];
+        }
+      }
+    }
+    if (p.bf16_out) {
+      for (int64_t i = 0; i < rows; ++i) {
+        Tier::RoundRow(part + i * kNr, static_cast<BF16*>(p.c) + (r.m0 + i) * p.ldc + j0, ncols);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace amx
 
@@ -288,7 +406,9 @@ void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
 
 void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   amx::ConfigureTiles();
-  if (p.fp8 != nullptr) {
+  if (StreamsB(p, kAmxBf16) && p.k <= amx::kStreamMaxK) {
+    amx::DecodeRegion(p, r, scratch);
+  } else if (p.fp8 != nullptr) {
     Driver<amx::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
   } else {
     Driver<amx::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);

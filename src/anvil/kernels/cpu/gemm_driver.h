@@ -13,9 +13,9 @@
 // Each C element sees the same K blocks in the same order whatever the
 // region, row chunk or tile it falls in; edge tiles run the full kernel on
 // zero-padded panels into a scratch tile. GemmFp8 with block scaling and an
-// f32 C instead runs (RunScaled) for jc: pack B over all of K; for ic: pack
-// A over all of K; for jr, ir: for each K block in order, the block's tile
-// from zero scaled into C: per element the same blocks, order and arithmetic.
+// f32 C instead runs (RunScaled; not on a tier that packs FP8 itself) for jc: pack B over all of K;
+// for ic: pack A over all of K; for jr, ir: for each K block in order, the block's tile from zero
+// scaled into C: per element the same blocks, order and arithmetic.
 #pragma once
 
 #include <cstddef>

@@ -115,9 +115,13 @@ inline constexpr Blocking kAvx512F32{14, 32, 1024, 32};
 inline constexpr Blocking kAvx512Bf16{14, 32, 2048, 32};
 // AMX (bf16 inputs on a CPU with AMX-BF16, gemm_amx.cc): a 32 x 32 tile of
 // C in four 16 x 16 accumulator tiles, each tdpbf16ps 16 k-pairs deep, so
-// steps pad to whole tiles (16). kc as the AVX-512 bf16 kernel's; no
-// streaming path (its kernel has another rounding: every call runs tiles).
-inline constexpr Blocking kAmxBf16{32, 32, 2048, 0, 16};
+// steps pad to whole tiles (16). kc as the AVX-512 bf16 kernel's. Up to 16
+// rows stream a bf16 B (one A tile's rows), on the tiles too: the
+// vdpbf16ps streaming path rounds otherwise.
+inline constexpr Blocking kAmxBf16{32, 32, 2048, 16, 16};
+// GemmKBlock (and GemmFp8KBlock) answer per ISA tier, AMX or not: callers
+// that size work by the K block (the LM head's chunks) see one value.
+static_assert(kAmxBf16.kc == kAvx512Bf16.kc);
 // AVX2: 16 ymm; a 6x16 tile = 12 accumulators + 2 for B + 1 broadcast. bf16
 // is widened to f32 while packing, so both inputs share the f32 kernel.
 // kc: 256 x 16 x 4 B = 16 KiB of B micro-panel in L1 (32 KiB on AVX2 parts).
@@ -189,7 +193,7 @@ void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out);
 // Packed and streaming (decode) paths live behind each; both give the same bits.
 void GemmRegionAvx512(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
 void GemmRegionAvx2(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
-// bf16 inputs only, on a thread allowed to use AMX tiles (AmxEnabled()).
+// bf16 inputs, or FP8 decoded to bf16, on AMX tiles (AmxEnabled()).
 void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
 void GemmRegionScalar(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes);
 
