@@ -124,9 +124,11 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   CHECK_GE(ctx.scratch_bytes(), gemm_internal::kMinScratchBytes)
       << "Gemm: the KernelCtx needs at least 1 MiB of scratch per thread";
   // B packed already: used unless one streaming pass over B would do (FP8:
-  // over B's codes laid out for it, PackedFp8B's stream).
+  // over B's codes laid out for it, PackedFp8B's stream). AMX always reads
+  // the panels: its stream pairs B's rows again in every call (tiny's bf16
+  // decoding at batch 1: 1440 tokens/s streaming, 2850 from the panels).
   if (packed_b != nullptr &&
-      !(gemm_internal::StreamsB(p, bl) && p.m <= gemm_internal::kDecodeChunkRows)) {
+      (amx || !(gemm_internal::StreamsB(p, bl) && p.m <= gemm_internal::kDecodeChunkRows))) {
     p.packed_b = packed_b;
   }
   const bool decode = gemm_internal::StreamsB(p, bl);
