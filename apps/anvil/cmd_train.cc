@@ -14,6 +14,7 @@
 #include "anvil/commands.h"
 #include "anvil/parallel/config.h"
 #include "anvil/core/config.h"
+#include "anvil/core/cpu_features.h"
 #include "anvil/profile/machine.h"
 #include "anvil/train/progress.h"
 #include "anvil/train/trainer.h"
@@ -128,7 +129,9 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
              mc.FlopsPerToken(tc.seq_len) / 1e6, t.threads(), model::PrecisionName(tc.precision),
              !tc.precision_auto ? ""
              : tc.precision == model::Precision::kBF16
-                 ? " (auto: this CPU's bf16 dot product outruns its f32 FMA)"
+                 ? (AmxEnabled() && BestIsa() == Isa::kAvx512
+                        ? " (auto: this CPU's AMX tiles outrun its f32 FMA)"
+                        : " (auto: this CPU's bf16 dot product outruns its f32 FMA)")
                  : " (auto: this CPU's f32 FMA is as fast as or faster than its bf16 path)",
              t.peak_gflops());
   const long available = profile::AvailableMemoryBytes();
