@@ -4,34 +4,17 @@
 
 #include <cstdint>
 
+#include "anvil/core/amx_tiles.h"
 #include "anvil/profile/peak.h"
 
 namespace anvil::profile::detail {
-namespace {
-
-// ldtilecfg's operand (as gemm_amx.cc's): every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-}  // namespace
 
 // Four independent accumulator tiles, each tdpbf16ps one 16 x 16 x 32 block
 // (2 x 16 x 16 x 32 FLOP); the operand tiles stay in registers, so only the
 // tile unit is timed. `iterations` / 32 rounds keep a trial as long as the
 // vector loops' (a tdpbf16ps does the work of 256 vdpbf16ps).
 double Bf16TileLoopAmx(long iterations) {
-  TileConfig cfg{};
-  cfg.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
+  ConfigureAmxTiles();
   alignas(64) uint16_t ones[16 * 32];
   for (uint16_t& v : ones) v = 0x3380;  // bf16 ~6e-8: the sums stay finite
   _tile_loadd(4, ones, 64);

@@ -32,6 +32,7 @@
 
 #include <cstring>
 
+#include "anvil/core/amx_tiles.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
 #include "anvil/kernels/cpu/gemm_avx512_pack_internal.h"
 #include "anvil/kernels/cpu/gemm_driver.h"
@@ -52,25 +53,6 @@ constexpr int64_t kNc = 1024;
 constexpr int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 constexpr int64_t TileSteps(int64_t kc) {
   return ((kc + 1) / 2 + kTileSteps - 1) / kTileSteps * kTileSteps;
-}
-
-// ldtilecfg's 64-byte operand: every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-void ConfigureTiles() {
-  TileConfig cfg{};
-  cfg.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
 }
 
 __mmask16 Mask16(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1u); }
@@ -405,7 +387,7 @@ void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
 }
 
 void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
-  amx::ConfigureTiles();
+  ConfigureAmxTiles();
   if (StreamsB(p, kAmxBf16) && p.k <= amx::kStreamMaxK) {
     amx::DecodeRegion(p, r, scratch);
   } else if (p.fp8 != nullptr) {
