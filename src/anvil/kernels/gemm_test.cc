@@ -321,8 +321,9 @@ TEST(Gemm, BatchInvariantOverRowsThreadsAndRepeats) {
 template <typename T, typename TC>
 void CheckStreamingEqualsPacked(const char* dtypes) {
   ThreadPool pool(2);
-  for (const Shape& s :
-       {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513}, Shape{0, 200, 2100}}) {
+  // K = 8191 and 8193: four K blocks, and one past AMX's streaming limit.
+  for (const Shape& s : {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513},
+                         Shape{0, 200, 2100}, Shape{0, 40, 8191}, Shape{0, 40, 8193}}) {
     for (Trans ta : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
         // 80 rows: past the 64 that read an f32 B in place, so B is packed.

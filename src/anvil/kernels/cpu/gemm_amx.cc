@@ -290,6 +290,10 @@ struct Tier {
 // (kStreamMaxK at most: 512 KiB) and a bf16 C's f32 partials live in scratch.
 // 1 x 768 x 768 on the Xeon host: 35 GFLOP/s packing B whole, 62 so.
 constexpr int64_t kStreamMaxK = 8192;
+// One A tile's rows; A's panels and the partials within the least scratch.
+static_assert(kAmxBf16.decode_max_m <= 16);
+static_assert((kStreamMaxK / kAmxBf16.kc * kMr * TileSteps(kAmxBf16.kc) + 16 * kNr) * 4 <=
+              static_cast<int64_t>(kMinScratchBytes));
 
 // B rows [k, k + 32) (past kc: zeros) x columns [j0, j0 + 32) (masks m0, m1)
 // as 16 steps of k-pairs, kNr words a step.
@@ -388,7 +392,7 @@ void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
 
 void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
   ConfigureAmxTiles();
-  if (StreamsB(p, kAmxBf16) && p.k <= amx::kStreamMaxK) {
+  if (p.fp8 == nullptr && StreamsB(p, kAmxBf16) && p.k <= amx::kStreamMaxK) {
     amx::DecodeRegion(p, r, scratch);
   } else if (p.fp8 != nullptr) {
     Driver<amx::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
