@@ -13,7 +13,7 @@
 // Each C element sees the same K blocks in the same order whatever the
 // region, row chunk or tile it falls in; edge tiles run the full kernel on
 // zero-padded panels into a scratch tile. GemmFp8 with block scaling and an
-// f32 C instead runs (RunScaled; not on a tier that packs FP8 itself) for jc: pack B over all of K;
+// f32 C instead runs (RunScaled) for jc: pack B over all of K;
 // for ic: pack A over all of K; for jr, ir: for each K block in order, the block's tile from zero
 // scaled into C: per element the same blocks, order and arithmetic.
 #pragma once
@@ -45,8 +45,9 @@ namespace anvil::kernels::gemm_internal {
 //     the tier has none for the case,
 //   optionally kOwnFp8Packing = true with PackFp8A / PackFp8B (Fp8Pack::Pack's
 //     arguments, bf16 k-pairs): a tier whose panels are not Fp8Pack's layout
-//     (AMX) packs FP8 operands itself, and its block-scaled calls take Run's
-//     K-outer order (RunScaled's panels over all of K are Fp8Pack's layout),
+//     (AMX) packs FP8 operands itself; its A panels are then row-major (a
+//     tile row is one row's steps), so RunScaled packs A a K block at a time,
+//     each block's panel where the k-major layout would put it,
 // T = Fp8Codes<bf16?> runs GemmFp8: operands decoded while packing (gemm_fp8.h),
 // K blocks of p.fp8->kblock, and with block scaling each block's tile goes
 // into C through BlockUpdate's arithmetic (K::MicroScaled for a whole tile,
@@ -218,6 +219,8 @@ struct Driver {
     const int64_t kKc = KBlock<T>(p);
     const int64_t block_steps = K::Steps(kBf16, kKc);
     if (p.bf16_out || p.packed_b != nullptr || (kBf16 && kKc % 2 != 0)) return false;
+    // A row-major tier's blocks must be whole tiles of its steps.
+    if (OwnFp8Packing() && K::Steps(kBf16, kKc) * 2 != kKc) return false;
     const int64_t blocks = (p.k + kKc - 1) / kKc;
     const int64_t all_steps = K::Steps(kBf16, p.k);  // block b's steps start at b * block_steps
     // The A block at most half of a 1 MiB L2; scratch: B block, A block, an
@@ -244,7 +247,19 @@ struct Driver {
       }
       for (int64_t ic = r.m0; ic < r.m1; ic += mc) {
         const int64_t mrows = Min(mc, r.m1 - ic);
-        PackA<T>(p, 0, ic, p.k, mrows, ap);
+        if constexpr (OwnFp8Packing()) {
+          // Row-major panels, one per (row panel, K block): block b of the
+          // panel of rows ir at ap + ir * all_steps + b * block_steps * kMr,
+          // rows its own steps apart, as the kernels below read them.
+          for (int64_t ir = 0; ir < mrows; ir += K::kMr) {
+            for (int64_t b = 0; b < blocks; ++b) {
+              PackA<T>(p, b * kKc, ic + ir, Min(kKc, p.k - b * kKc), Min(K::kMr, mrows - ir),
+                       ap + ir * all_steps + b * block_steps * K::kMr);
+            }
+          }
+        } else {
+          PackA<T>(p, 0, ic, p.k, mrows, ap);
+        }
         for (int64_t b = 0; b < blocks; ++b) {
           Factors(p.fp8->a, false, ic, mrows, b, p.m, p.k, sa + b * mc);
         }
@@ -280,7 +295,7 @@ struct Driver {
   template <typename T>
   static void Run(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
     constexpr bool kFp8 = kIsFp8<T>;
-    if constexpr (kFp8 && !OwnFp8Packing()) {
+    if constexpr (kFp8) {
       if (p.fp8->block_scaled && RunScaled<T>(p, r, scratch, bytes)) return;
     }
     constexpr bool kBf16 = Bf16Kernel<T>();
