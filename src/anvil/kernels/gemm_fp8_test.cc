@@ -32,19 +32,15 @@ namespace {
 using testing::Ctx;
 using testing::SupportedIsas;
 
-// A tier and, on the avx512 tier of a CPU with AMX, whether FP8 decoded to
-// bf16 runs on AMX tiles (both are checked there: each has its own kernel).
-struct Tier {
-  Isa isa;
-  bool amx;
-  std::string Name() const { return std::string(IsaName(isa)) + (amx ? "+amx" : ""); }
+// Every tier, AMX and vdpbf16ps both where the CPU has AMX (FP8 decoded to
+// bf16 runs on either), with its context.
+struct Tier : testing::GemmTier {
   const KernelCtx& Ctx(int threads) const { return testing::Ctx(isa, threads, amx); }
 };
 
 std::vector<Tier> Tiers() {
   std::vector<Tier> tiers;
-  for (const Isa isa : SupportedIsas()) tiers.push_back({isa, false});
-  if (IsaSupported(Isa::kAvx512) && AmxEnabled()) tiers.push_back({Isa::kAvx512, true});
+  for (const testing::GemmTier& t : testing::GemmTiers()) tiers.push_back({t});
   return tiers;
 }
 

@@ -16,6 +16,7 @@
 #include "anvil/core/rng.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/kernels/ref/gemm_ref.h"
+#include "anvil/kernels/rowwise_testing.h"
 
 namespace anvil::kernels {
 namespace {
@@ -28,21 +29,8 @@ constexpr int64_t kBigM = 1024;
 constexpr int64_t kBigM = 4096;
 #endif
 
-// A tier and, on the avx512 tier of a CPU with AMX, whether bf16 runs on
-// AMX tiles (both are checked there: each has its own kernel).
-struct Tier {
-  Isa isa;
-  bool amx;
-};
-
-std::vector<Tier> Tiers() {
-  std::vector<Tier> tiers;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (IsaSupported(isa)) tiers.push_back({isa, false});
-  }
-  if (IsaSupported(Isa::kAvx512) && AmxEnabled()) tiers.push_back({Isa::kAvx512, true});
-  return tiers;
-}
+using Tier = testing::GemmTier;
+using testing::GemmTiers;
 
 KernelCtx Ctx(ThreadPool& pool, const Tier& tier,
               size_t scratch = KernelCtx::kDefaultScratchBytes) {
@@ -50,9 +38,9 @@ KernelCtx Ctx(ThreadPool& pool, const Tier& tier,
 }
 
 std::string Name(const GemmArgs& g, const Tier& tier, const char* dtypes) {
-  return std::string(IsaName(tier.isa)) + (tier.amx ? "+amx" : "") + " " + dtypes + " " +
-         (g.trans_a == Trans::kT ? "T" : "N") + (g.trans_b == Trans::kT ? "T" : "N") +
-         " m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+  return tier.Name() + " " + dtypes + " " + (g.trans_a == Trans::kT ? "T" : "N") +
+         (g.trans_b == Trans::kT ? "T" : "N") + " m=" + std::to_string(g.m) +
+         " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
          (g.accumulate ? " accumulate" : "");
 }
 
@@ -207,7 +195,7 @@ TEST(Gemm, MatchesReferenceOnEdgeShapes) {
       const std::vector<float> c_old = Random(SizeC(g), ++seed);
       const std::vector<BF16> a16 = ToBF16(a), b16 = ToBF16(b), c_old16 = ToBF16(c_old);
       const Reference ref32(g, a, b), ref16(g, a16, b16);
-      for (const Tier& tier : Tiers()) {
+      for (const Tier& tier : GemmTiers()) {
         const KernelCtx ctx = Ctx(pool, tier);
         for (bool accumulate : {false, true}) {
           g.accumulate = accumulate;
@@ -286,7 +274,7 @@ void CheckBatchInvariance(int64_t max_m, int64_t n, int64_t k, const char* dtype
   for (int trans = 0; trans < 4; ++trans) {
     const Problem<T, TC> p(max_m, n, k, trans & 1 ? Trans::kT : Trans::kN,
                            trans & 2 ? Trans::kT : Trans::kN, accumulate, 77 + trans);
-    for (const Tier& tier : Tiers()) {
+    for (const Tier& tier : GemmTiers()) {
       const KernelCtx ctx1 = Ctx(pool1, tier), ctx2 = Ctx(pool2, tier);
       const int64_t rows = tier.isa == Isa::kScalar ? std::max<int64_t>(64, max_m / 8) : max_m;
       const std::string what = Name(p.g, tier, dtypes) + " rows=" + std::to_string(rows);
@@ -328,7 +316,7 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
       for (bool accumulate : {false, true}) {
         // 80 rows: past the 64 that read an f32 B in place, so B is packed.
         const Problem<T, TC> p(80, s.n, s.k, ta, Trans::kN, accumulate, 500);
-        for (const Tier& tier : Tiers()) {
+        for (const Tier& tier : GemmTiers()) {
           const KernelCtx ctx = Ctx(pool, tier);
           const std::vector<TC> packed = p.Rows(ctx, 80);
           for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 32, 64}) {
@@ -341,7 +329,7 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
   }
   // B over 8 MiB takes the DRAM-streaming sweep order (row groups, prefetch).
   const Problem<T, TC> big(80, 2100, 2100, Trans::kN, Trans::kN, true, 501);
-  for (const Tier& tier : Tiers()) {
+  for (const Tier& tier : GemmTiers()) {
     if (tier.isa == Isa::kScalar) continue;  // one path only
     const KernelCtx ctx = Ctx(pool, tier);
     const std::vector<TC> packed = big.Rows(ctx, 80);
@@ -370,7 +358,7 @@ void CheckPackedBEqualsGemm(const char* what) {
     for (Trans tb : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
         Problem<T, TC> p(100, s.n, s.k, Trans::kN, tb, accumulate, 700);
-        for (const Tier& tier : Tiers()) {
+        for (const Tier& tier : GemmTiers()) {
           const KernelCtx ctx = Ctx(pool, tier);
           PackedB packed(ctx, p.g, p.b.data());
           for (int64_t m : {1, 5, 8, 9, 14, 32, 100}) {
@@ -408,7 +396,7 @@ TEST(Gemm, PackedBEqualsGemm) {
 // into row chunks: neither may change a bit.
 TEST(Gemm, ScratchSizeDoesNotChangeResults) {
   ThreadPool pool(2);
-  for (const Tier& tier : Tiers()) {
+  for (const Tier& tier : GemmTiers()) {
     if (tier.isa == Isa::kScalar) continue;  // uses no scratch
     const KernelCtx big = Ctx(pool, tier), small = Ctx(pool, tier, size_t{1} << 20);
     for (int trans = 0; trans < 4; ++trans) {
@@ -486,7 +474,7 @@ TEST(GemmDeathTest, ChecksArguments) {
 }
 
 TEST(Gemm, KBlockIsFixedPerTier) {
-  for (const Tier& tier : Tiers()) {
+  for (const Tier& tier : GemmTiers()) {
     const Isa isa = tier.isa;
     const bool avx512 = isa == Isa::kAvx512;
     EXPECT_EQ(GemmKBlock(isa, false), avx512 ? 1024 : 256) << IsaName(isa);

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -30,6 +31,22 @@ inline std::vector<Isa> SupportedIsas() {
     if (IsaSupported(isa)) isas.push_back(isa);
   }
   return isas;
+}
+
+// A GEMM tier as the GEMM tests run it: on the avx512 tier of a CPU with
+// AMX, bf16 GEMMs run on vdpbf16ps (amx false) or AMX tiles (true), each
+// its own kernel, so both are checked there.
+struct GemmTier {
+  Isa isa;
+  bool amx;
+  std::string Name() const { return std::string(IsaName(isa)) + (amx ? "+amx" : ""); }
+};
+
+inline std::vector<GemmTier> GemmTiers() {
+  std::vector<GemmTier> tiers;
+  for (const Isa isa : SupportedIsas()) tiers.push_back({isa, false});
+  if (IsaSupported(Isa::kAvx512) && AmxEnabled()) tiers.push_back({Isa::kAvx512, true});
+  return tiers;
 }
 
 // A context for `isa` on a pool of `threads` (1 or 2), built once per

@@ -156,14 +156,11 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   if (options_.peak_gflops <= 0 || train_.precision_auto || (fp8 && train_.fp8_decode_auto)) {
     peak = profile::MeasurePeakFlops(*pool_);
     // Rank 0's measurement for all: ranks must pick the same precision.
-    double v[5] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_dot_gflops,
-                   peak->bf16_native ? 1.0 : 0.0, peak->amx ? 1.0 : 0.0};
+    double v[3] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_native ? 1.0 : 0.0};
     world_->Broadcast(std::span<double>(v), 0);
     peak->f32_gflops = v[0];
     peak->bf16_gflops = v[1];
-    peak->bf16_dot_gflops = v[2];
-    peak->bf16_native = v[3] != 0;
-    peak->amx = v[4] != 0;
+    peak->bf16_native = v[2] != 0;
   }
   if (train_.precision_auto) {
     train_.precision = AutoPrecision(*peak);

@@ -267,19 +267,8 @@ struct Tier {
       }
     }
   }
-  static void WidenRow(const BF16* src, float* dst, int64_t n) {
-    for (int64_t j = 0; j < n; j += 16) {
-      const __m256i h = _mm256_maskz_loadu_epi16(Mask16(n - j), src + j);
-      _mm512_storeu_ps(dst + j,
-                       _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-    }
-  }
-  static void RoundRow(const float* src, BF16* dst, int64_t n) {
-    for (int64_t j = 0; j < n; j += 16) {
-      _mm256_mask_storeu_epi16(dst + j, Mask16(n - j),
-                               _mm512_cvtepi32_epi16(avx512::Bf16Bits(_mm512_loadu_ps(src + j))));
-    }
-  }
+  static void WidenRow(const BF16* src, float* dst, int64_t n) { avx512::WidenRow(src, dst, n); }
+  static void RoundRow(const float* src, BF16* dst, int64_t n) { avx512::RoundRow(src, dst, n); }
 };
 
 // Few rows with B stored [k, n] (decoding): B is never packed whole. Each 16

@@ -104,20 +104,6 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t 
   }
 }
 
-// f32 -> bf16, round to nearest even, NaN -> 0x7FFF (convert.h's F32ToBF16).
-__m256i RoundToBf16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __mmask16 nan =
-      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                              _mm512_set1_epi32(0x7F800000));
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FFF));
-  return _mm512_cvtepi32_epi16(r);
-}
-
-__mmask16 Mask16(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1u); }
-
 // The AVX-512 tier for Driver (gemm_driver.h).
 struct Tier {
   static constexpr bool kFp8Pairs = true;  // GemmFp8 packs bf16 k-pairs for the vdpbf16ps kernel
@@ -200,17 +186,8 @@ struct Tier {
       default: return false;
     }
   }
-  static void WidenRow(const BF16* src, float* dst, int64_t n) {
-    for (int64_t j = 0; j < n; j += 16) {
-      const __m256i h = _mm256_maskz_loadu_epi16(Mask16(n - j), src + j);
-      _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-    }
-  }
-  static void RoundRow(const float* src, BF16* dst, int64_t n) {
-    for (int64_t j = 0; j < n; j += 16) {
-      _mm256_mask_storeu_epi16(dst + j, Mask16(n - j), RoundToBf16(_mm512_loadu_ps(src + j)));
-    }
-  }
+  static void WidenRow(const BF16* src, float* dst, int64_t n) { avx512::WidenRow(src, dst, n); }
+  static void RoundRow(const float* src, BF16* dst, int64_t n) { avx512::RoundRow(src, dst, n); }
 };
 
 }  // namespace

@@ -57,6 +57,12 @@ bool PackFp8PairsVbmi(const Fp8Operand& o, const uint16_t* bf16, int64_t ld, boo
                       int64_t r0, int64_t rows, int64_t p0, int64_t kc, int64_t k_total,
                       int k_panel, uint32_t* out);
 
+// A bf16 C's rows widened to the f32 partials, and the partials rounded
+// back (nearest even, NaN -> 0x7FFF): the driver's bf16 epilogues (AVX-512
+// and AMX tiers).
+void WidenRow(const BF16* src, float* dst, int64_t n);
+void RoundRow(const float* src, BF16* dst, int64_t n);
+
 // The streaming path for small M with trans_b == kN (gemm_avx512_decode.cc);
 // uses 24 KiB of scratch.
 void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch);

@@ -174,6 +174,20 @@ bool PackFp8Gathers(const Fp8Operand& o, const float* values, const uint16_t* bf
   return true;
 }
 
+void WidenRow(const BF16* src, float* dst, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __m256i h = _mm256_maskz_loadu_epi16(Mask16(n - j), src + j);
+    _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+  }
+}
+
+void RoundRow(const float* src, BF16* dst, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    _mm256_mask_storeu_epi16(dst + j, Mask16(n - j),
+                             _mm512_cvtepi32_epi16(Bf16Bits(_mm512_loadu_ps(src + j))));
+  }
+}
+
 void PackAF32(const float* a, int64_t lda, bool trans, int64_t rows, int64_t kc, float* ap) {
   uint32_t* out = reinterpret_cast<uint32_t*>(ap);
   for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
