@@ -202,7 +202,8 @@ int RunGemmBench(const GemmBenchOptions& options) {
       };
       if (dtype == "fp8" || dtype == "mxfp8") {
         const Fp8Operands f(ctx, s, dtype == "mxfp8");
-        std::vector<float> c(s.m * s.n);
+        AlignedBuffer c_memory(s.m * s.n * 4);  // aligned as Operands' C
+        float* c = reinterpret_cast<float*>(c_memory.data());
         const auto decode = fp8_bf16 ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
         // Up to kFp8PackedOnceRows rows (decoding, rollouts) B is packed once
         // outside the timing, as the decoder keeps an FP8 model's weights
@@ -215,9 +216,9 @@ int RunGemmBench(const GemmBenchOptions& options) {
         const Timing t = TimeMedian(
             [&] {
               if (pack_once) {
-                kernels::GemmFp8(ctx, f.args, f.a, packed, c.data());
+                kernels::GemmFp8(ctx, f.args, f.a, packed, c);
               } else {
-                kernels::GemmFp8(ctx, f.args, f.a, f.b, c.data(), decode);
+                kernels::GemmFp8(ctx, f.args, f.a, f.b, c, decode);
               }
             },
             options.min_seconds);
@@ -236,12 +237,12 @@ int RunGemmBench(const GemmBenchOptions& options) {
             ctx, s.k, s.n, reinterpret_cast<const float*>(fb.data()), 0,
             dtype == "w8a8" ? kernels::IntBits::kInt8 : kernels::IntBits::kInt4);
         AlignedBuffer rows(kernels::IntRowsBytes(s.m, s.k));
-        std::vector<float> c(s.m * s.n);
+        AlignedBuffer y(s.m * s.n * 4);  // aligned as Operands' C
         const Timing t = TimeMedian(
             [&] {
               const kernels::IntRows a =
                   kernels::QuantizeRowsInt8(ctx, s.m, s.k, reinterpret_cast<const float*>(fa.data()), 0, rows.data());
-              kernels::GemmInt(ctx, a, w, c.data(), 0, false);
+              kernels::GemmInt(ctx, a, w, reinterpret_cast<float*>(y.data()), 0, false);
             },
             options.min_seconds);
         std::optional<double> onednn;
@@ -256,7 +257,8 @@ int RunGemmBench(const GemmBenchOptions& options) {
           std::string error;
           if (auto mm = OneDnnInt8Matmul::Create(s.m, s.n, s.k, qb.data(), scales.data(), &error)) {
             const Timing p =
-                TimeMedian([&] { mm->Run(qa.data(), c.data()); }, options.min_seconds);
+                TimeMedian([&] { mm->Run(qa.data(), reinterpret_cast<float*>(y.data())); },
+                           options.min_seconds);
             onednn = 2.0 * s.m * s.n * s.k / p.median_seconds * 1e-9;
           } else {
             fmt::print(stderr, "{}\n", error);

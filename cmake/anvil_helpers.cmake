@@ -28,7 +28,7 @@ endfunction()
 # check (the rest of the build stays at the baseline ISA).
 set(ANVIL_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mavx2 -mf16c)
 set(ANVIL_AVX512VBMI_FLAGS ${ANVIL_AVX512_FLAGS} -mavx512vbmi)
-set(ANVIL_AMX_FLAGS ${ANVIL_AVX512_FLAGS} -mamx-tile -mamx-bf16)
+set(ANVIL_AMX_FLAGS ${ANVIL_AVX512_FLAGS} -mamx-tile -mamx-bf16 -mamx-int8)
 set(ANVIL_AVX2_FLAGS -mavx2 -mfma -mf16c)
 # The AVX2 tier's kernels that use AVX-VNNI where the CPU has it.
 set(ANVIL_AVXVNNI_FLAGS -mavx2 -mfma -mf16c -mavxvnni)

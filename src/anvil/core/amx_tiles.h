@@ -26,7 +26,10 @@ namespace {  // NOLINT(build/namespaces): a copy per file and ISA flags
     cfg.colsb[t] = 64;
     cfg.rows[t] = 16;
   }
-  _tile_loadconfig(&cfg);
+  // Not _tile_loadconfig: GCC 12's macro hands the asm an 8-byte memory
+  // operand, so stores to the rest of cfg may be dropped as dead (they were,
+  // inlined into the integer GEMM: ldtilecfg then faulted on garbage).
+  asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
 }  // namespace

@@ -53,10 +53,11 @@ CpuFeatures Detect() {
     __cpuid_count(7, 1, a1, b1, c1, d1);
     f.avx512_bf16 = a1 & bit_AVX512BF16;
   }
-  // AMX: CPUID.7.0:EDX bits 22 (AMX-BF16) and 24 (AMX-TILE); XCR0 bits 17
-  // (tile config) and 18 (tile data).
+  // AMX: CPUID.7.0:EDX bits 22 (AMX-BF16), 24 (AMX-TILE) and 25 (AMX-INT8);
+  // XCR0 bits 17 (tile config) and 18 (tile data).
   const bool tile_state = (xcr0 & (uint64_t{3} << 17)) == (uint64_t{3} << 17);
   f.amx_bf16 = f.avx512_bf16 && tile_state && (d & (1u << 22)) && (d & (1u << 24));
+  f.amx_int8 = f.amx_bf16 && (d & (1u << 25));
   return f;
 }
 
@@ -105,6 +106,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512_vbmi, "AVX512_VBMI");
   add(avx_vnni, "AVX_VNNI");
   add(amx_bf16, "AMX_BF16");
+  add(amx_int8, "AMX_INT8");
   add(avx2, "AVX2");
   add(fma, "FMA");
   add(f16c, "F16C");

@@ -21,6 +21,7 @@ struct CpuFeatures {
   bool avx512_vbmi = false;  // byte permutes (vpermi2b): GemmFp8's streaming decode
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (the AVX2 tier's integer GEMM)
   bool amx_bf16 = false;  // AMX-TILE + AMX-BF16 with the tile state enabled by the OS
+  bool amx_int8 = false;  // AMX-INT8 beside them (tdpbssd: the integer GEMM)
 
   // "AVX-512F AVX-512BW ... FMA" for --version and `anvil env`.
   std::string ToString() const;

@@ -20,6 +20,7 @@ set(_gemm_sources
   ${_gemm}/cpu/gemm_int_avx2.cc
   ${_gemm}/cpu/gemm_int_avxvnni.cc
   ${_gemm}/cpu/gemm_int_avx512.cc
+  ${_gemm}/cpu/gemm_int_amx.cc
   ${_gemm}/cpu/gemm_int_rows_avx2.cc
   ${_gemm}/cpu/gemm_int_rows_avx512.cc
 )
@@ -30,7 +31,7 @@ anvil_isa_source(AVX2 ${_gemm}/cpu/gemm_avx2.cc ${_gemm}/cpu/gemm_avx2_pack.cc
 anvil_isa_source(AVXVNNI ${_gemm}/cpu/gemm_int_avxvnni.cc)
 anvil_isa_source(AVX512VBMI ${_gemm}/cpu/gemm_avx512_fp8_decode.cc
                  ${_gemm}/cpu/gemm_avx512_fp8_pack.cc)
-anvil_isa_source(AMX ${_gemm}/cpu/gemm_amx.cc)
+anvil_isa_source(AMX ${_gemm}/cpu/gemm_amx.cc ${_gemm}/cpu/gemm_int_amx.cc)
 anvil_isa_source(AVX512 ${_gemm}/cpu/gemm_avx512.cc ${_gemm}/cpu/gemm_avx512_pack.cc
                  ${_gemm}/cpu/gemm_avx512_decode.cc ${_gemm}/cpu/gemm_int_avx512.cc
                  ${_gemm}/cpu/gemm_int_rows_avx512.cc)

@@ -25,7 +25,9 @@
 // offset by 128 for int8 weights, the int4 code offset by 8 as the unsigned
 // side for int4, both corrected exactly in int32); AVX2 uses vpmaddubsw on
 // |qa| and the weight with qa's sign (|products| <= 2 * 127 * 127 < 2^15: no
-// saturation); the scalar tier sums in int32 directly.
+// saturation); the scalar tier sums in int32 directly. Where the context
+// uses AMX (KernelCtx::amx) and the CPU has AMX-INT8, int8 weights times
+// whole tiles of 16 rows run on tdpbssd (s8 x s8, no offset): the same sums.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,8 @@ inline constexpr int64_t kInt4Group = 128;
 
 // Weights W [k, n] quantized and packed for every tier's kernel: column
 // panels of 16, each a run of 64-byte lines along K; a line holds 4 k
-// (int8) or 8 k (int4, two codes a byte) of the panel's 16 columns.
+// (int8) or 8 k (int4, two codes a byte) of the panel's 16 columns; zero
+// bytes follow the last panel (a tile read may pass its end).
 class IntWeights {
  public:
   IntWeights() = default;

@@ -1,7 +1,8 @@
 // The integer GEMMs (W8A8, W4A8) on every tier, 1 and 2 threads, with and
 // without accumulate, at edge shapes (k not a multiple of 4, 8 or 128; n not
 // a multiple of 16, nor whole groups of 4 panels; row counts across the
-// tiers' row tiles, one panel and the wide 4-panel tiles):
+// tiers' row tiles, one panel and the wide 4-panel tiles; on a CPU with AMX
+// the avx512 tier with and without the tiles):
 // - the weights' codes and scales equal the scalar oracle's (ref/gemm_int_ref.h),
 // - y equals the oracle bit for bit (the sums are exact integers and the
 //   epilogue has one order), so batch invariance and thread independence hold,
@@ -85,9 +86,11 @@ TEST(GemmIntTest, BitwiseTheOracleOnEveryTierWithinTheQuantizationBound) {
     for (const Shape& s : kShapes) {
       const std::vector<float> wf = Data(s.k, s.n, 3);
       const ref::IntWeightsRef wr = ref::QuantizeWeightsRef(s.k, s.n, wf.data(), bits);
-      // 400 rows of K = 1376 through GemmInt's row chunks (168 or 184 rows
-      // there), with 100 columns through the wide kernel (groups of 4 panels).
-      for (int64_t m : {1, 3, 8, 9, 37, 400}) {
+      // 400 rows of K = 1376 through GemmInt's row chunks (160 to 184 rows
+      // there), with 100 columns through the wide kernels (groups of 4
+      // panels; AMX's of 2 panels x 32 rows: 37 and 50 rows leave 5 and 18,
+      // a half tile and 2 rows, to the VNNI kernels).
+      for (int64_t m : {1, 3, 8, 9, 37, 50, 400}) {
         if (m == 400 && (s.k < 1000 || s.n < 64)) continue;
         const std::vector<float> x = Data(m, s.k, 5 + static_cast<uint32_t>(m));
         const std::vector<float> y0 = Data(m, s.n, 7);
@@ -110,18 +113,19 @@ TEST(GemmIntTest, BitwiseTheOracleOnEveryTierWithinTheQuantizationBound) {
                 << Name(bits) << " k " << s.k << " n " << s.n << " m " << m;
           }
         }
-        for (Isa isa : SupportedIsas()) {
+        for (const testing::GemmTier& tier : testing::GemmTiers()) {
+          const Isa isa = tier.isa;
           for (int threads : {1, 2}) {
-            const KernelCtx& ctx = Ctx(isa, threads);
+            const KernelCtx& ctx = Ctx(isa, threads, tier.amx);
             const IntWeights w = QuantizeWeightsInt(ctx, s.k, s.n, wf.data(), 0, bits);
             const std::vector<float> got = RunGemm(ctx, m, s.k, x, w, nullptr);
             const std::vector<float> got_acc = RunGemm(ctx, m, s.k, x, w, &y0);
             for (int64_t e = 0; e < m * s.n; ++e) {
               ASSERT_TRUE(SameBits(got[e], want[e]))
-                  << Name(bits) << " " << IsaName(isa) << " t" << threads << " k " << s.k << " n "
+                  << Name(bits) << " " << tier.Name() << " t" << threads << " k " << s.k << " n "
                   << s.n << " m " << m << " element " << e << ": " << got[e] << " vs " << want[e];
               ASSERT_TRUE(SameBits(got_acc[e], want_acc[e]))
-                  << Name(bits) << " accumulate " << IsaName(isa) << " m " << m << " e " << e;
+                  << Name(bits) << " accumulate " << tier.Name() << " m " << m << " e " << e;
             }
           }
         }
