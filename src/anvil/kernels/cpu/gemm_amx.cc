@@ -271,36 +271,47 @@ struct Tier {
   static void RoundRow(const float* src, BF16* dst, int64_t n) { avx512::RoundRow(src, dst, n); }
 };
 
-// Few rows with B stored [k, n] (decoding): B is never packed whole. Each 16
-// k-pairs x 32 columns of it are paired into an L1 chunk (the words PackB
-// would write) just before their two tdpbf16ps, over the driver's K blocks
-// with its A panels and C updates, so every element gets the packed path's
-// bits (Accumulate<true> is MicroRows' arithmetic). A's panels for all of K
-// (kStreamMaxK at most: 512 KiB) and a bf16 C's f32 partials live in scratch.
-// 1 x 768 x 768 on the Xeon host: 35 GFLOP/s packing B whole, 62 so.
+// Few rows with B stored [k, n] (decoding): B is never packed whole. Its
+// rows are paired 16 k-pairs x 32 columns at a time into an L1 chunk (the
+// words PackB would write), one chunk ahead of the two tdpbf16ps that read
+// it, over the driver's K blocks with its A panels and C updates; A's panels
+// for all of K (kStreamMaxK at most) live in scratch.
+//
+// B is walked a slice of 32 rows at a time across a column block of
+// kDecodeCols, so each row is read in runs of 2 KiB; a strip's two
+// accumulators are stored between slices and loaded again (exact f32; the
+// tiles have the call's rows only). Each accumulator sees MicroRows'
+// instructions (Accumulate<true>), so every element gets the packed path's
+// bits. Walking all of K per 32-column strip instead read 64 bytes of each
+// row in turn: 1 x 32768 x 4096 from DRAM ran at 8 GB/s.
 constexpr int64_t kStreamMaxK = 8192;
-// One A tile's rows; A's panels and the partials within the least scratch.
+constexpr int64_t kDecodeCols = 1024;
+// One A tile's rows; A's panels, the strips' sums and a bf16 C's f32
+// partials within the least scratch.
 static_assert(kAmxBf16.decode_max_m <= 16);
-static_assert((kStreamMaxK / kAmxBf16.kc * kMr * TileSteps(kAmxBf16.kc) + 16 * kNr) * 4 <=
+static_assert((kStreamMaxK / kAmxBf16.kc * kMr * TileSteps(kAmxBf16.kc) + 16 * kDecodeCols * 2) *
+                  4 <=
               static_cast<int64_t>(kMinScratchBytes));
 
-// B rows [k, k + 32) (past kc: zeros) x columns [j0, j0 + 32) (masks m0, m1)
-// as 16 steps of k-pairs, kNr words a step.
-void PairChunk(const uint16_t* b, int64_t ldb, int64_t k, int64_t kc, __mmask16 m0, __mmask16 m1,
+// B rows [k, k + 32) (past kc: zeros) x columns [j0, j0 + 32) (mask: the
+// valid ones) as 16 steps of k-pairs, kNr words a step: two rows' 32 values
+// interleaved by two word permutes.
+void PairChunk(const uint16_t* b, int64_t ldb, int64_t k, int64_t kc, __mmask32 mask,
                uint32_t* chunk) {
+  alignas(64) static constexpr uint16_t kFirst[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                      37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                      11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t kSecond[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                       53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                       27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i first = _mm512_load_si512(kFirst), second = _mm512_load_si512(kSecond);
   for (int64_t s = 0; s < kTileSteps; ++s, k += 2) {
     const uint16_t* lo = b + k * ldb;
-    const __m256i z = _mm256_setzero_si256();
-    const __m256i l0 = k < kc ? _mm256_maskz_loadu_epi16(m0, lo) : z;
-    const __m256i l1 = k < kc ? _mm256_maskz_loadu_epi16(m1, lo + 16) : z;
-    const __m256i h0 = k + 1 < kc ? _mm256_maskz_loadu_epi16(m0, lo + ldb) : z;
-    const __m256i h1 = k + 1 < kc ? _mm256_maskz_loadu_epi16(m1, lo + ldb + 16) : z;
-    _mm512_store_si512(chunk + s * kNr,
-                       _mm512_or_si512(_mm512_cvtepu16_epi32(l0),
-                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16)));
-    _mm512_store_si512(chunk + s * kNr + 16,
-                       _mm512_or_si512(_mm512_cvtepu16_epi32(l1),
-                                       _mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)));
+    const __m512i l = k < kc ? _mm512_maskz_loadu_epi16(mask, lo) : _mm512_setzero_si512();
+    const __m512i h =
+        k + 1 < kc ? _mm512_maskz_loadu_epi16(mask, lo + ldb) : _mm512_setzero_si512();
+    _mm512_store_si512(chunk + s * kNr, _mm512_permutex2var_epi16(l, first, h));
+    _mm512_store_si512(chunk + s * kNr + 16, _mm512_permutex2var_epi16(l, second, h));
   }
 }
 
@@ -308,6 +319,7 @@ void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch) {
   const int64_t rows = r.m1 - r.m0;
   const int64_t kKc = kAmxBf16.kc;
   const int64_t blocks = (p.k + kKc - 1) / kKc;
+  ConfigureAmxTiles(static_cast<int>(rows));
   auto* ap = reinterpret_cast<uint32_t*>(scratch);  // block b's panel at b * kMr * TileSteps(kKc)
   const auto* a = static_cast<const BF16*>(p.a);
   for (int64_t b = 0; b < blocks; ++b) {
@@ -315,54 +327,69 @@ void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch) {
     PackA(p.trans_a ? a + pc * p.lda + r.m0 : a + r.m0 * p.lda + pc, p.lda, p.trans_a, rows, kc,
           ap + b * kMr * TileSteps(kKc));
   }
-  auto* part = reinterpret_cast<float*>(ap + blocks * kMr * TileSteps(kKc));  // 16 x kNr
+  // Strip q's sums, rows x kNr, at sums + q * 16 * kNr; a bf16 C's partials
+  // [rows, kDecodeCols].
+  auto* sums = reinterpret_cast<float*>(ap + blocks * kMr * TileSteps(kKc));
+  float* part = sums + 16 * kDecodeCols;
   const auto* bq = static_cast<const uint16_t*>(p.b);
   alignas(64) uint32_t chunks[2][kTileSteps * kNr];
-  alignas(64) float tile[16 * kNr];
-  for (int64_t j0 = r.n0; j0 < r.n1; j0 += kNr) {
-    const int64_t ncols = Min(kNr, r.n1 - j0);
-    const __mmask16 m0 = Mask16(ncols), m1 = Mask16(ncols > 16 ? ncols - 16 : 0);
+  for (int64_t c0 = r.n0; c0 < r.n1; c0 += kDecodeCols) {
+    const int64_t width = Min(kDecodeCols, r.n1 - c0);
+    const int64_t strips = (width + kNr - 1) / kNr;
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t pc = b * kKc, kc = Min(kKc, p.k - pc), steps = TileSteps(kc);
       const uint32_t* apanel = ap + b * kMr * TileSteps(kKc);
-      const uint16_t* bb = bq + pc * p.ldb + j0;
-      _tile_zero(0);
-      _tile_zero(1);
-      // One chunk ahead: the tile unit reads a chunk the stores wrote an
-      // iteration earlier, not the one they are writing.
-      PairChunk(bb, p.ldb, 0, kc, m0, m1, chunks[0]);
-      for (int64_t s0 = 0; s0 < steps; s0 += kTileSteps) {
-        const uint32_t* chunk = chunks[(s0 / kTileSteps) % 2];
-        if (s0 + kTileSteps < steps) {
-          PairChunk(bb, p.ldb, 2 * (s0 + kTileSteps), kc, m0, m1,
-                    chunks[(s0 / kTileSteps + 1) % 2]);
+      const uint16_t* bb = bq + pc * p.ldb + c0;
+      // Chunk i: slice i / strips, strip i % strips; paired one ahead, so
+      // the tile unit reads a chunk the stores wrote an iteration earlier.
+      auto pair = [&](int64_t i, uint32_t* chunk) {
+        const int64_t cols = Min(kNr, width - (i % strips) * kNr);
+        const __mmask32 mask = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
+        PairChunk(bb + (i % strips) * kNr, p.ldb, 2 * kTileSteps * (i / strips), kc, mask, chunk);
+      };
+      const int64_t chunk_count = steps / kTileSteps * strips;
+      pair(0, chunks[0]);
+      for (int64_t i = 0; i < chunk_count; ++i) {
+        if (i + 1 < chunk_count) pair(i + 1, chunks[(i + 1) % 2]);
+        const int64_t s0 = i / strips * kTileSteps;
+        float* strip = sums + (i % strips) * 16 * kNr;
+        if (s0 == 0) {
+          _tile_zero(0);
+          _tile_zero(1);
+        } else {
+          _tile_loadd(0, strip, kNr * 4);
+          _tile_loadd(1, strip + 16, kNr * 4);
         }
         _tile_loadd(4, apanel + s0, steps * 4);
-        _tile_loadd(6, chunk, kNr * 4);
-        _tile_loadd(7, chunk + 16, kNr * 4);
+        _tile_loadd(6, chunks[i % 2], kNr * 4);
+        _tile_loadd(7, chunks[i % 2] + 16, kNr * 4);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
+        _tile_stored(0, strip, kNr * 4);
+        _tile_stored(1, strip + 16, kNr * 4);
       }
-      _tile_stored(0, tile, kNr * 4);
-      _tile_stored(1, tile + 16, kNr * 4);
       // C (=|+=) the block's sums; a bf16 C's partials stay f32 until the end.
       const bool add = b > 0 || p.accumulate;
       for (int64_t i = 0; i < rows; ++i) {
-        const float* t = tile + i * kNr;
-        if (p.bf16_out) {
-          float* q = part + i * kNr;
-          const BF16* c = static_cast<const BF16*>(p.c) + (r.m0 + i) * p.ldc + j0;
-          if (b == 0 && p.accumulate) Tier::WidenRow(c, q, ncols);
-          for (int64_t j = 0; j < ncols; ++j) q[j] = add ? q[j] + t[j] : t[j];
-        } else {
-          float* c = static_cast<float*>(p.c) + (r.m0 + i) * p.ldc + j0;
-          for (int64_t j = 0; j < ncols; ++j) c[j] = add ? c[j] + t[j] : t[j];
+        for (int64_t q = 0; q < strips; ++q) {
+          const float* t = sums + q * 16 * kNr + i * kNr;
+          const int64_t j0 = c0 + q * kNr, ncols = Min(kNr, width - q * kNr);
+          if (p.bf16_out) {
+            float* w = part + i * kDecodeCols + q * kNr;
+            const BF16* c = static_cast<const BF16*>(p.c) + (r.m0 + i) * p.ldc + j0;
+            if (b == 0 && p.accumulate) Tier::WidenRow(c, w, ncols);
+            for (int64_t j = 0; j < ncols; ++j) w[j] = add ? w[j] + t[j] : t[j];
+          } else {
+            float* c = static_cast<float*>(p.c) + (r.m0 + i) * p.ldc + j0;
+            for (int64_t j = 0; j < ncols; ++j) c[j] = add ? c[j] + t[j] : t[j];
+          }
         }
       }
     }
     if (p.bf16_out) {
       for (int64_t i = 0; i < rows; ++i) {
-        Tier::RoundRow(part + i * kNr, static_cast<BF16*>(p.c) + (r.m0 + i) * p.ldc + j0, ncols);
+        Tier::RoundRow(part + i * kDecodeCols, static_cast<BF16*>(p.c) + (r.m0 + i) * p.ldc + c0,
+                       width);
       }
     }
   }
@@ -380,12 +407,13 @@ void PackWholeBAmx(const Problem& p, int64_t n0, int64_t n1, uint32_t* out) {
 }
 
 void GemmRegionAmx(const Problem& p, const Region& r, std::byte* scratch, size_t scratch_bytes) {
-  ConfigureAmxTiles();
   if (p.fp8 == nullptr && StreamsB(p, kAmxBf16) && p.k <= amx::kStreamMaxK) {
-    amx::DecodeRegion(p, r, scratch);
+    amx::DecodeRegion(p, r, scratch);  // configures tiles of its rows
   } else if (p.fp8 != nullptr) {
+    ConfigureAmxTiles();
     Driver<amx::Tier>::Run<Fp8Codes<true>>(p, r, scratch, scratch_bytes);
   } else {
+    ConfigureAmxTiles();
     Driver<amx::Tier>::Run<BF16>(p, r, scratch, scratch_bytes);
   }
   _tile_release();
