@@ -26,8 +26,9 @@
 // side for int4, both corrected exactly in int32); AVX2 uses vpmaddubsw on
 // |qa| and the weight with qa's sign (|products| <= 2 * 127 * 127 < 2^15: no
 // saturation); the scalar tier sums in int32 directly. Where the context
-// uses AMX (KernelCtx::amx) and the CPU has AMX-INT8, int8 weights times
-// whole tiles of 16 rows run on tdpbssd (s8 x s8, no offset): the same sums.
+// uses AMX (KernelCtx::amx) and the CPU has AMX-INT8, whole tiles of 16
+// rows run on tdpbssd (s8 x s8, no offset; int4 codes unpacked to int8 a
+// group at a time): the same sums.
 #pragma once
 
 #include <cstdint>

@@ -292,7 +292,8 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   base.accumulate = accumulate;
   // Many rows: groups of wide_panels panels through the wide kernel where
   // the tier has one (a panel group left short takes the one-panel kernel).
-  const bool wide = !int4 && kernels.int8_wide != nullptr && a.m > kernels.max_rows;
+  const gemm_int_internal::PanelFn wide_kernel = int4 ? kernels.int4_wide : kernels.int8_wide;
+  const bool wide = wide_kernel != nullptr && a.m > kernels.max_rows;
   const int64_t group = wide ? kernels.wide_panels : 1;
   const int64_t units = (panels + group - 1) / group;
   auto tile = [&](PanelTask& t, int64_t p, int64_t r0, int64_t rows) {
@@ -333,7 +334,7 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
           t.columns = static_cast<int>(std::min<int64_t>(16, w.n() - (p0 + group - 1) * 16));
           for (int64_t r0 = c0; r0 < c1; r0 += kernels.wide_rows) {
             tile(t, p0, r0, std::min<int64_t>(kernels.wide_rows, c1 - r0));
-            kernels.int8_wide(t);
+            wide_kernel(t);
           }
           continue;
         }

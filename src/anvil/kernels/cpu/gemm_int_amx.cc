@@ -1,5 +1,5 @@
-// AMX-INT8 kernel of the integer GEMM (gemm_int.h): W8A8 on two 16-column
-// panels x 32 rows, a 32 x 32 block of int32 sums held in four accumulator
+// AMX-INT8 kernels of the integer GEMM (gemm_int.h): W8A8 and W4A8 on two
+// 16-column panels x 32 rows, a 32 x 32 block of int32 sums held in four accumulator
 // tiles. tdpbssd multiplies signed bytes by signed bytes, 16 rows x 64 k x
 // 16 columns in one instruction, so both operands are read where they lie:
 // the activations' codes as QuantizeRowsInt8 stores them (rows of `ld`
@@ -7,7 +7,8 @@
 // them (a panel's 64-byte lines, 4 k of its 16 columns each, are a B tile's
 // rows: 16 lines make a tile). The last K tile may run past a panel's lines
 // into the next panel or IntWeights' zeroed tail; the activations are zero
-// there, so those products add exact zeros.
+// there, so those products add exact zeros. W4A8 unpacks each group's
+// nibbles into int8 tiles first (Int4Tiles).
 //
 // The sums are exact integers and the epilogue is the VNNI kernels' (f32 of
 // the sum, times the column's scale, times the row's), so the outputs are
@@ -75,8 +76,8 @@ void Store(const PanelTask& t, int64_t r0, int rows, const int32_t* sums) {
   }
 }
 
-// Rows [r0, t.rows) of the task on the VNNI one-panel kernel.
-void Rest(const PanelTask& t, int64_t r0) {
+// Rows [r0, t.rows) of the task on the VNNI one-panel kernels.
+void Rest(const PanelTask& t, int64_t r0, bool int4) {
   const Kernels& vnni = Avx512Kernels();
   for (int p = 0; p < kPanels; ++p) {
     PanelTask one = t;
@@ -92,7 +93,7 @@ void Rest(const PanelTask& t, int64_t r0) {
       one.row_scales = t.row_scales + r;
       one.group_sums = t.group_sums + r * t.groups;
       one.y = t.y + r * t.ldy + p * 16;
-      vnni.int8(one);
+      (int4 ? vnni.int4 : vnni.int8)(one);
     }
   }
 }
@@ -120,7 +121,76 @@ void Int8Tiles(const PanelTask& t) {
     _tile_stored(1, sums + 16, 128);
     Store(t, 0, rows, sums);
   }
-  if (rows < t.rows) Rest(t, rows);
+  if (rows < t.rows) Rest(t, rows, false);
+}
+
+// W4A8, a group of 128 k at a time: the two panels' 16 lines of nibbles
+// unpacked into int8 B tiles (low nibbles, the line's first 4 k, then the
+// high ones; code - 8), the group's int32 sums on the tiles, then the VNNI
+// kernel's f32 step s = fma(f32(sum), s_w(g), s) per row and column; at the
+// end y [+]= s * s_a.
+void Int4Tiles(const PanelTask& t) {
+  if (t.rows < 16) return Rest(t, 0, true);
+  const int rows = t.rows == kRows ? kRows : 16;
+  alignas(64) int8_t b[kPanels][2][kTileBytes];  // [panel][tile of 64 k]
+  alignas(64) int32_t sums[kRows * 32];
+  alignas(64) float s[kRows * 32];
+  const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+  for (int64_t g = 0; g < t.groups; ++g) {
+    const int64_t l0 = g * t.lines_per_group;
+    const int64_t lines = t.lines - l0 < t.lines_per_group ? t.lines - l0 : t.lines_per_group;
+    // 8 lines of 8 k make a tile; a last group's tile may pass K (within the
+    // activations' ld, zero there): its lines past the panel's are zeros,
+    // not read from the next panel.
+    const int64_t tiles = (lines + 7) / 8;
+    for (int p = 0; p < kPanels; ++p) {
+      const uint8_t* src = t.lines_data + p * t.panel_bytes + l0 * 64;
+      auto* out = reinterpret_cast<__m512i*>(b[p][0]);
+      for (int64_t l = 0; l < tiles * 8; ++l) {
+        __m512i lo = _mm512_setzero_si512(), hi = lo;
+        if (l < lines) {
+          const __m512i v = _mm512_load_si512(src + l * 64);
+          lo = _mm512_sub_epi8(_mm512_and_si512(v, low4), eight);
+          hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), eight);
+        }
+        _mm512_store_si512(out + 2 * l, lo);
+        _mm512_store_si512(out + 2 * l + 1, hi);
+      }
+    }
+    const int8_t* q = t.q + g * 128;
+    const auto* w0 = reinterpret_cast<const uint8_t*>(b[0][0]);
+    const auto* w1 = reinterpret_cast<const uint8_t*>(b[1][0]);
+    if (rows == kRows) {
+      Accumulate<false>(q, t.ld, w0, w1, tiles);
+      _tile_stored(2, sums + 16 * 32, 128);
+      _tile_stored(3, sums + 16 * 32 + 16, 128);
+    } else {
+      Accumulate<true>(q, t.ld, w0, w1, tiles);
+    }
+    _tile_stored(0, sums, 128);
+    _tile_stored(1, sums + 16, 128);
+    for (int p = 0; p < kPanels; ++p) {
+      const __m512 sw = _mm512_loadu_ps(t.scales + g * t.scale_stride + p * 16);
+      for (int r = 0; r < rows; ++r) {
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512(sums + r * 32 + p * 16));
+        float* sr = s + r * 32 + p * 16;
+        _mm512_store_ps(sr,
+                        g == 0 ? _mm512_mul_ps(f, sw) : _mm512_fmadd_ps(f, sw, _mm512_load_ps(sr)));
+      }
+    }
+  }
+  for (int p = 0; p < kPanels; ++p) {
+    const int columns = p + 1 < kPanels ? 16 : t.columns;
+    const __mmask16 mask = static_cast<__mmask16>((1u << columns) - 1);
+    float* y = t.y + p * 16;
+    for (int r = 0; r < rows; ++r, y += t.ldy) {
+      __m512 out =
+          _mm512_mul_ps(_mm512_load_ps(s + r * 32 + p * 16), _mm512_set1_ps(t.row_scales[r]));
+      if (t.accumulate) out = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), out);
+      _mm512_mask_storeu_ps(y, mask, out);
+    }
+  }
+  if (rows < t.rows) Rest(t, rows, true);
 }
 
 }  // namespace
@@ -129,6 +199,7 @@ const Kernels& AmxKernels() {
   static const Kernels kKernels = [] {
     Kernels k = Avx512Kernels();  // few rows and int4
     k.int8_wide = Int8Tiles;
+    k.int4_wide = Int4Tiles;
     k.wide_panels = kPanels;
     k.wide_rows = kRows;
     k.enter = [] { ConfigureAmxTiles(); };

@@ -48,6 +48,7 @@ struct Kernels {
   PanelFn int8_wide = nullptr;
   int wide_panels = 1;
   int wide_rows = 1;
+  PanelFn int4_wide = nullptr;  // the same for int4
   // Optional: called on each thread before its first task and after its
   // last (AMX: the tile configuration, which is per thread).
   void (*enter)() = nullptr;
@@ -57,7 +58,7 @@ struct Kernels {
 const Kernels& Avx2Kernels();
 const Kernels& AvxVnniKernels();  // the AVX2 tier's with AVX-VNNI (the same bits)
 const Kernels& Avx512Kernels();   // needs AVX512_VNNI
-// Avx512Kernels' with many int8 rows on AMX-INT8 tiles (the same bits);
+// Avx512Kernels' with many rows on AMX-INT8 tiles (the same bits);
 // needs AMX_INT8 and the tile permission (AmxEnabled).
 const Kernels& AmxKernels();
 
