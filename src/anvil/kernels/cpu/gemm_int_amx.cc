@@ -91,7 +91,7 @@ void Rest(const PanelTask& t, int64_t r0, bool int4) {
       one.q = t.q + r * t.ld;
       one.q_u8 = t.q_u8 + r * t.ld;
       one.row_scales = t.row_scales + r;
-      one.group_sums = t.group_sums + r * t.groups;
+      one.group_sums = t.group_sums + r * t.groups;  // int4's stride; int8 reads none
       one.y = t.y + r * t.ldy + p * 16;
       (int4 ? vnni.int4 : vnni.int8)(one);
     }
