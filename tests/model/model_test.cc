@@ -275,6 +275,34 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
     Decoder with_packed(kept.forward_weights(), kSeqs, kT, kT, &packed);
     ExpectDecodeReproduces(with_packed, ctx, tb.tokens, kSeqs, kT, kPrompt, v, kept_full,
                            "packed, ends in f32");
+
+    // What is kept out of FP8 in bf16 (Fp8Recipe::high_precision_bf16): the
+    // LM head alone, then with the end layers; other logits than in f32, and
+    // every decoder reproduces them.
+    for (const int keep : {0, 1}) {
+      Llama b(three,
+              {.precision = GetParam(),
+               .max_batch = kSeqs,
+               .max_seq_len = kT,
+               .fp8 = {.high_precision_bf16 = true},
+               .fp8_high_precision_layers = keep},
+              ctx);
+      b.InitWeights(ctx, 8);
+      RecordDelayedScales(b, ctx, tb.batch);
+      std::vector<float> b_full(full.size());
+      b.Logits(ctx, tb.batch, b_full.data());
+      if (keep == 1) {
+        EXPECT_FALSE(SameBits(b_full, kept_full)) << "bf16 gave f32's logits";
+      }
+      const std::string what = keep == 0 ? "bf16 LM head" : "bf16 LM head and end layers";
+      Decoder plain(b.forward_weights(), kSeqs, kT, kT);
+      ExpectDecodeReproduces(plain, ctx, tb.tokens, kSeqs, kT, kPrompt, v, b_full, what);
+      PackedLinear b_packed(b.forward_weights(), kT);
+      b_packed.Pack(ctx);
+      Decoder b_with_packed(b.forward_weights(), kSeqs, kT, kT, &b_packed);
+      ExpectDecodeReproduces(b_with_packed, ctx, tb.tokens, kSeqs, kT, kPrompt, v, b_full,
+                             what + ", packed");
+    }
   }
 
   // Every sequence's prompt (of different lengths) in one batched prefill:
@@ -542,6 +570,58 @@ TEST(ModelTest, Fp8HighPrecisionLayersRunF32Gemms) {
   EXPECT_EQ(all_kept.first, f32.first);
   EXPECT_TRUE(SameBits(all_kept.second, f32.second));
   EXPECT_NE(step(Precision::kFp8Block, 0).first, f32.first);
+}
+
+// An FP8 model with every layer kept out of FP8, in bf16
+// (Fp8Recipe::high_precision_bf16): its layers' and LM head's GEMMs round
+// their operands to bf16, so the step follows f32 as closely as bf16 does
+// (Bf16IsCloseToF32's bounds), yet the first layer's output already differs
+// from f32's (the layers run bf16, not only the head). Evaluation runs the
+// same head as training.
+TEST(ModelTest, Fp8HighPrecisionInBf16) {
+  ThreadPool pool(2);
+  kernels::KernelCtx ctx(pool);
+  const ModelConfig cfg = MicroConfig();  // 2 layers, untied
+  struct Step {
+    double loss;
+    std::vector<float> grads, attn_out;
+  };
+  auto step = [&](Precision p, bool bf16) {
+    Llama model(cfg,
+                {.precision = p,
+                 .max_batch = 2,
+                 .max_seq_len = 16,
+                 .fp8 = {.high_precision_bf16 = bf16},
+                 .fp8_high_precision_layers = 1},
+                ctx);
+    EXPECT_EQ(model.params().has_bf16(), bf16);
+    model.InitWeights(ctx, 9);
+    auto tb = MakeBatch(2, 16, cfg.vocab_size, 3, false);
+    model.ZeroGrads(ctx);
+    Step r;
+    StepHooks hooks{.probe = [&](const std::string& name, float* x, int64_t n) {
+      if (name == "layers.0.attn_out") r.attn_out.assign(x, x + n);
+    }};
+    r.loss = model.ForwardBackward(ctx, tb.batch, 0.0f, hooks).loss_sum;
+    r.grads.assign(model.params().grads().begin(), model.params().grads().end());
+    EXPECT_EQ(model.Forward(ctx, tb.batch).loss_sum, r.loss);
+    return r;
+  };
+  const Step f32 = step(Precision::kF32, false);
+  const Step kept = step(Precision::kFp8Block, true);
+  EXPECT_FALSE(SameBits(kept.attn_out, f32.attn_out));
+  EXPECT_NE(kept.loss, f32.loss);
+  EXPECT_NEAR(kept.loss / f32.loss, 1.0, 1e-3);
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < f32.grads.size(); ++i) {
+    diff += std::pow(double(kept.grads[i]) - f32.grads[i], 2);
+    ref += std::pow(double(f32.grads[i]), 2);
+  }
+  EXPECT_LT(std::sqrt(diff / ref), 3e-2);
+  std::printf(
+      "fp8-block, every layer and the head in bf16, vs f32: loss %.6f vs %.6f, "
+      "gradient relative difference %.3g\n",
+      kept.loss, f32.loss, std::sqrt(diff / ref));
 }
 
 // An explicit loss_scale of 1/tokens is the default; grads accumulate (+=).

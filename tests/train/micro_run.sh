@@ -18,8 +18,8 @@ micro_data() {
     --val-fraction 0.1 > "$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "prepare"; }
 }
 
-# $work/micro.toml: a 2-layer dim-64 model over $work/data. fp8_decode is
-# pinned: "auto" times the dot products, and two runs on a loaded machine
+# $work/micro.toml: a 2-layer dim-64 model over $work/data. fp8_decode and
+# fp8_high_precision are pinned: "auto" times the dot products, and two runs on a loaded machine
 # could decode differently (other bits), which the comparisons would report.
 # Usage: micro_toml STEPS EVAL_EVERY WARMUP_STEPS
 micro_toml() {
@@ -40,6 +40,7 @@ threads = 1
 eval_every = $2
 eval_batches = 2
 fp8_decode = "bf16"
+fp8_high_precision = "bf16"
 [optim]
 lr = 0.01
 warmup_steps = $3

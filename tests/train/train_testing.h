@@ -65,13 +65,16 @@ inline std::string MicroToml(const std::string& data_dir, const std::string& pre
   return "[model]\ndim = 64\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nffn_dim = 48\n"
          "vocab_size = 64\nmax_seq_len = 32\n"
          "[train]\nsteps = 8\nbatch_size = 4\nseq_len = 16\ngrad_accum = 2\nseed = 7\n"
-         "precision = \"" + precision + "\"\nthreads = 2\neval_every = 4\neval_batches = 2\n"
+         "precision = \"" +
+         precision +
+         "\"\nthreads = 2\neval_every = 4\neval_batches = 2\n"
          // Pinned: "auto" picks the faster dot product by timing it, and two
          // runs on a loaded machine could pick differently (other bits).
-         "fp8_decode = \"bf16\"\n"
+         "fp8_decode = \"bf16\"\nfp8_high_precision = \"bf16\"\n"
          "keep_checkpoints = 2\n"
          "[optim]\nlr = 0.01\nwarmup_steps = 2\nweight_decay = 0.1\ngrad_clip = 1.0\n"
-         "[data]\ndir = \"" + data_dir + "\"\n";
+         "[data]\ndir = \"" +
+         data_dir + "\"\n";
 }
 
 inline Config MicroConfig(const std::string& data_dir, const std::string& precision,

@@ -44,6 +44,11 @@ TEST_F(TrainerTest, BadValuesAreNamed) {
                            RunOptions{.run_dir = run_, .peak_gflops = 1});
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("train.grad_accum"), std::string::npos);
+  auto head =
+      Trainer::Create(MicroConfig(data_dir_, "fp8-block", {"train.fp8_high_precision=\"f16\""}),
+                      RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_FALSE(head.ok());
+  EXPECT_NE(head.status().message().find("train.fp8_high_precision"), std::string::npos);
   auto missing = Trainer::Create(MicroConfig(data_dir_, "f32", {"data.dir=\"/nonexistent\""}),
                                  RunOptions{.run_dir = run_, .peak_gflops = 1});
   ASSERT_FALSE(missing.ok());

@@ -25,6 +25,9 @@ Result<model::ForwardOptions> Fp8OptionsOf(Config& run, model::ForwardOptions o)
   o.fp8.grad = grad == "e5m2" ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
   ASSIGN_OR_RETURN(const std::string decode, run.GetString("train.fp8_decode", "f32"));
   o.fp8.decode = decode == "bf16" ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+  // A run from before the key existed kept its LM head and layers in f32.
+  ASSIGN_OR_RETURN(const std::string kept, run.GetString("train.fp8_high_precision", "f32"));
+  o.fp8.high_precision_bf16 = kept == "bf16";
   ASSIGN_OR_RETURN(const int64_t keep, run.GetInt("train.fp8_high_precision_layers", 0));
   o.fp8_high_precision_layers = static_cast<int>(keep);
   ASSIGN_OR_RETURN(const int64_t history, run.GetInt("train.fp8_amax_history", 16));

@@ -85,13 +85,22 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
   s.y = f32(r * c);
   s.attn = {f32(r), act(r * c), act(r * shape.qkv()), act(r * shape.q()), f32(shape.heads * r)};
   s.mlp = {f32(r), act(r * c), act(r * 2 * f), act(r * f)};
-  s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
   s.block.norm_f32 = f32(r * c);
+  if (fw_.HighPrecisionBf16()) {
+    auto bf16s = [&](int64_t n) { return reinterpret_cast<BF16*>(alloc(n * sizeof(BF16))); };
+    s.bf16_head = Bf16Head{.saved = {f32(r), bf16s(r * c), nullptr, nullptr, nullptr, nullptr},
+                           .scratch = {.norm_f32 = s.block.norm_f32}};
+  } else {
+    s.head = {f32(r), act(r * c), nullptr, nullptr, nullptr, nullptr};
+  }
   if (IsFp8(fw_.precision) && linear_ == nullptr) {
     // The training forward's FP8 linear layers: one quantization per row and
     // the same weight blocks, so every logit is Llama::Logits' bit for bit.
     s.fp8 = MakeFp8Linear(fw_.precision, fw_.fp8, shape, r, alloc);
     s.block.SetLinear(s.fp8.get());
+    if (fw_.HighPrecisionBf16() && fw_.fp8_high_precision_layers > 0) {
+      s.bf16 = MakeBf16Linear(shape, r, alloc);
+    }
   }
 }
 
@@ -220,15 +229,15 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
   EmbeddingBlockForward(cfg, fw_.w.embed, n, tokens.data(), x, ctx);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const AttentionWeights<A> aw = fw_.Attention<A>(l);
-    // The training forward's GEMMs for this layer: FP8 or, kept in high
-    // precision, f32; or the caller's (quantized inference) for every layer.
+    // The training forward's GEMMs for this layer: FP8 or, kept out of FP8,
+    // f32 or bf16; or the caller's (quantized inference) for every layer.
     BlockScratch<A> block = s.block;
     if (!s.site_fp8.empty()) {
       for (int site = 0; site < kLinearSites; ++site) {
         block.linear[site] = &s.site_fp8[l * kLinearSites + site];
       }
     }
-    if (!fw_.Fp8Layer(l)) block.SetLinear(nullptr);
+    if (!fw_.Fp8Layer(l)) block.SetLinear(s.bf16.get());
     if (linear_ != nullptr) block.SetLinear(linear_);
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
@@ -256,17 +265,25 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.Linear(kOutSite));
     MlpBlockForward(shape, fw_.Mlp<A>(l), n, y, x, s.mlp, block, ctx);
   }
-  HeadSaved<A> head = s.head;
-  head.logits = logits;
+  // The head in the form it runs: A's, or bf16 for an FP8 model's bf16 LM head.
+  auto head_logits = [&](int64_t rows, const float* in) {
+    auto run = [&](const auto& hw, auto head, const auto& scratch) {
+      head.logits = logits;
+      HeadLogits(cfg, hw, rows, in, head, scratch, ctx, linear_);
+    };
+    if constexpr (std::is_same_v<A, float>) {
+      if (s.bf16_head) return run(fw_.Head<BF16>(), s.bf16_head->saved, s.bf16_head->scratch);
+    }
+    run(fw_.Head<A>(), s.head, s.block);
+  };
   if (head_rows.empty()) {
-    HeadLogits(cfg, fw_.Head<A>(), n, x, head, s.block, ctx, linear_);
+    head_logits(n, x);
   } else {  // only these rows' logits: gathered into y (free after the layers)
     const int64_t c = cfg.dim;
     for (size_t i = 0; i < head_rows.size(); ++i) {
       std::memcpy(y + static_cast<int64_t>(i) * c, x + head_rows[i] * c, c * sizeof(float));
     }
-    HeadLogits(cfg, fw_.Head<A>(), static_cast<int64_t>(head_rows.size()), y, head, s.block, ctx,
-               linear_);
+    head_logits(static_cast<int64_t>(head_rows.size()), y);
   }
   for (int64_t r = 0; r < n; ++r) lengths_[row_seq_[r]] = positions_[r] + 1;
 }

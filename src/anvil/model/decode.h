@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "anvil/core/arena.h"
 #include "anvil/kernels/attention.h"
 #include "anvil/kernels/ctx.h"
+#include "anvil/model/bf16_linear.h"
 #include "anvil/model/forward_weights.h"
 #include "anvil/model/low_precision_linear.h"
 
@@ -82,8 +84,10 @@ class Decoder {
     AttentionSaved<A> attn;
     MlpSaved<A> mlp;
     HeadSaved<A> head;
+    std::optional<Bf16Head> bf16_head;  // in its place: an FP8 model's head in bf16
     BlockScratch<A> block;
     std::shared_ptr<Fp8Linear> fp8;  // FP8 precisions: block.linear and its buffers
+    std::shared_ptr<Bf16Linear> bf16;  // the kept layers' bf16 GEMMs (high_precision_bf16)
     std::vector<Fp8Linear> site_fp8;  // fp8-delayed: per layer and site, the model's scales
   };
   template <typename Alloc, typename A>

@@ -44,6 +44,9 @@ struct ForwardWeights {
   Fp8DelayedScaling* fp8_delayed = nullptr;  // fp8-delayed: the amax histories and scales
 
   bool whole() const { return stage.has_embedding() && stage.has_head(config); }
+  // Whether an FP8 precision runs its GEMMs kept out of FP8 (the LM head,
+  // the kept layers) in bf16 (Fp8Recipe::high_precision_bf16).
+  bool HighPrecisionBf16() const { return IsFp8(precision) && fp8.high_precision_bf16; }
   // Whether layer `layer` runs its GEMMs in FP8.
   bool Fp8Layer(int layer) const;
   // The blocks' weights in the step's precision (A = float or BF16).

@@ -2,7 +2,9 @@
 // fp8-delayed, fp8-block and mxfp8): every GEMM of the forward, the input gradient and the weight
 // gradient quantizes its operands just before it (kernels/quant.h) and runs
 // GemmFp8 with f32 accumulation. Master weights, optimizer state, norms,
-// attention, softmax, the loss, the residual stream and the LM head stay f32.
+// attention, softmax, the loss and the residual stream stay f32; the GEMMs
+// kept out of FP8 (the LM head, the first and last fp8_high_precision_layers
+// layers) run in f32 or bf16 (Fp8Recipe::high_precision_bf16).
 //
 //   role        A (rows x K)                      B                           K
 //   forward     x [n, in], blocks along in        w [in, out]                 in
@@ -53,7 +55,18 @@ struct Fp8Recipe {
   // Delayed scaling: steps of amax history, and its reduction (max, or the most recent).
   int amax_history = 16;
   bool amax_most_recent = false;
+  // The GEMMs kept out of FP8 in bf16, else f32: the LM head as the bf16
+  // model runs it (its input and output gradient rounded to bf16, the
+  // model's bf16 copy of its weight, f32 sums), the kept layers' through
+  // Bf16Linear (bf16_linear.h).
+  bool high_precision_bf16 = false;
 };
+
+// Whether a model of `precision` keeps a bf16 copy of its weights: bf16, and
+// the FP8 precisions whose kept GEMMs run in bf16 (the LM head reads the copy).
+inline bool HoldsBf16Weights(Precision precision, const Fp8Recipe& fp8) {
+  return precision == Precision::kBF16 || (IsFp8(precision) && fp8.high_precision_bf16);
+}
 
 class Fp8Linear : public LowPrecisionLinear {
  public:

@@ -48,6 +48,13 @@ struct HeadSaved {
   A* dlogits_act = nullptr; // [R, V] (bf16 only)
 };
 
+// An FP8 model's LM head in bf16 (Fp8Recipe::high_precision_bf16): the bf16
+// head's buffers beside the f32 blocks'.
+struct Bf16Head {
+  HeadSaved<BF16> saved;
+  BlockScratch<BF16> scratch;  // norm_f32 and dxn, what the head uses
+};
+
 // Final norm and logits of all n rows into saved.logits (inference, decode);
 // the logits GEMM through `linear` where it runs the head (f32 models, and
 // bf16 ones through HeadLogitsBf16).

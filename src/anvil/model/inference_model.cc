@@ -7,7 +7,7 @@ namespace anvil::model {
 
 InferenceModel::InferenceModel(const ModelConfig& config, const ForwardOptions& options,
                                const kernels::KernelCtx& ctx)
-    : params_(config, options.precision == Precision::kBF16,
+    : params_(config, HoldsBf16Weights(options.precision, options.fp8),
               ParamBuffers{.weights = true, .grads = false}) {
   float* w = params_.weights().data();
   std::memset(w, 0, static_cast<size_t>(params_.size()) * sizeof(float));

@@ -17,8 +17,8 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
     : config_(config),
       options_(options),
       shape_(BlockShape::Of(config, options.shard)),
-      params_(config, options.precision == Precision::kBF16, options.buffers, options.shard,
-              options.stage) {
+      params_(config, HoldsBf16Weights(options.precision, options.fp8), options.buffers,
+              options.shard, options.stage) {
   if (options_.max_seq_len == 0) options_.max_seq_len = config.max_seq_len;
   if (options_.head_chunk_rows == 0) options_.head_chunk_rows = kHeadChunkRows;
   CHECK_GT(options_.max_batch, 0) << "max_batch";
@@ -89,7 +89,7 @@ LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions option
   if (options.head_chunk_rows == 0) options.head_chunk_rows = kHeadChunkRows;
   LlamaMemory m;
   LlamaParams::Layout(config, &m.param_elements, options.shard, options.stage);
-  const bool bf16 = options.precision == Precision::kBF16;
+  const bool bf16 = HoldsBf16Weights(options.precision, options.fp8);
   const ParamBuffers& held = options.buffers;
   m.params_bytes =
       m.param_elements *
@@ -100,7 +100,7 @@ LlamaMemory Llama::EstimateMemory(const ModelConfig& config, LlamaOptions option
     bytes += AlignUp(b);
     return nullptr;
   };
-  if (bf16) {
+  if (Bf16Activations(options.precision)) {
     Store<BF16> s;
     Carve(config, options, count, s);
   } else {
@@ -122,6 +122,7 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
   const bool bf16 = options.precision == Precision::kBF16;
   auto f32 = [&](int64_t count) { return reinterpret_cast<float*>(alloc(count * sizeof(float))); };
   auto act = [&](int64_t count) { return reinterpret_cast<A*>(alloc(count * sizeof(A))); };
+  auto bf16s = [&](int64_t count) { return reinterpret_cast<BF16*>(alloc(count * sizeof(BF16))); };
   auto new_attn = [&] {
     return AttentionSaved<A>{f32(n), act(n * c), act(n * qkv), act(n * attn), f32(shape.heads * n)};
   };
@@ -155,9 +156,17 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
     }
     slot.d_resid = f32(n * c);
   }
+  const bool bf16_head = IsFp8(options.precision) && options.fp8.high_precision_bf16;
   if (options.stage.has_head(config) && options.lm_head) {
     const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
-    s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), bf16 ? act(chunk * v) : nullptr};
+    if (bf16_head) {  // its scratch's dxn is the blocks' (below)
+      s.bf16_head = Bf16Head{
+          .saved = {f32(n), bf16s(n * c), f32(chunk * v), f32(n), f32(n), bf16s(chunk * v)},
+          .scratch = {.norm_f32 = f32(n * c)}};
+    } else {
+      s.head = {f32(n), act(n * c), f32(chunk * v), f32(n), f32(n), nullptr};
+      if (bf16) s.head.dlogits_act = act(chunk * v);
+    }
   }
   if (IsFp8(options.precision))
     s.fp8 = MakeFp8Linear(options.precision, options.fp8, shape, n, alloc);
@@ -170,14 +179,27 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                act(n * f),
                act(n * 2 * f)};
   s.scratch.SetLinear(s.fp8.get());
-  s.scratch_f32_gemms = s.scratch;
-  s.scratch_f32_gemms.SetLinear(nullptr);
+  if (s.bf16_head) s.bf16_head->scratch.dxn = s.scratch.dxn;
+  if (IsFp8(options.precision) && options.fp8.high_precision_bf16 &&
+      options.fp8_high_precision_layers > 0) {
+    s.bf16 = MakeBf16Linear(shape, n, alloc);
+  }
+  s.scratch_kept = s.scratch;
+  s.scratch_kept.SetLinear(s.bf16.get());
 }
 
 template <typename A>
 const BlockScratch<A>& Llama::LayerScratch(const Store<A>& s, int layer) const {
-  if (!fw_.Fp8Layer(layer)) return s.scratch_f32_gemms;
+  if (!fw_.Fp8Layer(layer)) return s.scratch_kept;
   return s.layer_scratch.empty() ? s.scratch : s.layer_scratch[layer - first_layer_];
+}
+
+template <typename A, typename Fn>
+auto Llama::WithHead(const Store<A>& s, Fn&& fn) const {
+  if constexpr (std::is_same_v<A, float>) {
+    if (s.bf16_head) return fn(fw_.Head<BF16>(), s.bf16_head->saved, s.bf16_head->scratch);
+  }
+  return fn(fw_.Head<A>(), s.head, s.scratch);
 }
 
 template <>
@@ -311,16 +333,18 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
     return {};
   }
   hooks.BeforeForward(num_units() - 1);
-  const HeadWeights<A> hw = fw_.Head<A>();
   if (logits_out != nullptr) {  // straight into the caller's [N, V]
-    HeadSaved<A> head = s.head;
-    head.logits = logits_out;
-    HeadLogits(config_, hw, n, x, head, s.scratch, ctx);
+    WithHead(s, [&](const auto& hw, auto head, const auto& scratch) {
+      head.logits = logits_out;
+      HeadLogits(config_, hw, n, x, head, scratch, ctx);
+    });
     return {};
   }
   CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
-  const auto xs = HeadLoss(config_, hw, n, options_.head_chunk_rows, x, batch.targets.data(),
-                           s.head, s.scratch, ctx);
+  const auto xs = WithHead(s, [&](const auto& hw, const auto& head, const auto& scratch) {
+    return HeadLoss(config_, hw, n, options_.head_chunk_rows, x, batch.targets.data(), head,
+                    scratch, ctx);
+  });
   return {xs.loss_sum, xs.valid_rows};
 }
 
@@ -374,10 +398,12 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   hooks.BeforeBackward(head_unit);
   CHECK(batch.loss_weights.empty() || static_cast<int64_t>(batch.loss_weights.size()) == n)
       << "batch.loss_weights holds " << batch.loss_weights.size() << " values for " << n << " rows";
-  const auto xs = HeadForwardBackward(
-      config_, fw_.Head<A>(), n, options_.head_chunk_rows, slot.resid.back(), targets, loss_scale,
-      batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), s.head, slot.d_resid,
-      HeadGrads{g_.final_norm, g_.lm_head}, s.scratch, ctx);
+  const auto xs = WithHead(s, [&](const auto& hw, const auto& head, const auto& scratch) {
+    return HeadForwardBackward(
+        config_, hw, n, options_.head_chunk_rows, slot.resid.back(), targets, loss_scale,
+        batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), head, slot.d_resid,
+        HeadGrads{g_.final_norm, g_.lm_head}, scratch, ctx);
+  });
   hooks.HeadInput(slot.resid.back(), slot.d_resid, n);
   hooks.Probe("head.d_in", slot.d_resid, nc);
   hooks.GradsReady(unit_begins_[head_unit]);

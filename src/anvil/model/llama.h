@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "anvil/kernels/ctx.h"
 #include "anvil/kernels/rope.h"
 #include "anvil/model/attention_block.h"
+#include "anvil/model/bf16_linear.h"
 #include "anvil/model/config.h"
 #include "anvil/model/forward_weights.h"
 #include "anvil/model/fp8_linear.h"
@@ -117,8 +119,8 @@ struct LlamaOptions {
   // The FP8 precisions' recipe details (formats, MX rule, decode format);
   // its kind follows `precision`.
   Fp8Recipe fp8 = {};
-  // FP8 precisions: the first and the last this many layers keep f32 GEMMs
-  // (the LM head always does).
+  // FP8 precisions: the first and the last this many layers keep their GEMMs
+  // out of FP8, as the LM head does: in f32, or bf16 (fp8.high_precision_bf16).
   int fp8_high_precision_layers = 0;
   // false: a trunk whose final features only a head of the caller's reads
   // (StepHooks::head_input; PPO's separate critic). The LM head never runs:
@@ -250,8 +252,10 @@ class Llama {
   struct Store {
     std::vector<Slot<A>> slots;         // [activation_slots]
     HeadSaved<A> head;                  // the head's forward and backward run in one go
+    std::optional<Bf16Head> bf16_head;  // in its place: an FP8 model's head in bf16
     BlockScratch<A> scratch;            // scratch.linear: fp8
-    BlockScratch<A> scratch_f32_gemms;  // the same buffers, no linear: high-precision layers
+    BlockScratch<A> scratch_kept;       // the same buffers for layers kept out of FP8
+    std::shared_ptr<Bf16Linear> bf16;   // their GEMMs in bf16 (else linear null: A's Gemm)
     std::shared_ptr<Fp8Linear> fp8;     // the FP8 precisions' linear layers and their buffers
     // fp8-delayed: each GEMM site's Fp8Linear (on fp8's buffers), and each
     // layer's scratch pointing at its sites ([stage layers]).
@@ -265,10 +269,14 @@ class Llama {
                     Store<A>& s);
   template <typename A>
   Store<A>& store();
-  // The scratch layer l runs with: FP8 GEMMs, or f32 ones for a layer kept
-  // in high precision (fp8_high_precision_layers).
+  // The scratch layer l runs with: FP8 GEMMs, or for a layer kept out of FP8
+  // (fp8_high_precision_layers) f32 or bf16 ones.
   template <typename A>
   const BlockScratch<A>& LayerScratch(const Store<A>& s, int layer) const;
+  // fn(head weights, saved, scratch) with the head in the form it runs: A's,
+  // or bf16 for an FP8 model's bf16 LM head.
+  template <typename A, typename Fn>
+  auto WithHead(const Store<A>& s, Fn&& fn) const;
   enum class SlotPart : uint8_t { kInput, kOutput, kGrad };
   float* SlotBuffer(int slot, SlotPart which);
   template <typename A>

@@ -1,6 +1,8 @@
 // Linear GEMMs over weights packed once (packed_linear.h).
 #include "anvil/model/packed_linear.h"
 
+#include <algorithm>
+
 #include "anvil/core/check.h"
 #include "anvil/model/fp8_linear.h"
 #include "anvil/model/ops.h"
@@ -23,6 +25,12 @@ PackedLinear::PackedLinear(const ForwardWeights& model, int64_t max_rows)
     return nullptr;
   });
   fp8_arena_ = Arena(bytes, "packed_fp8");
+  if (model.HighPrecisionBf16() && model.fp8_high_precision_layers > 0) {
+    const BlockShape& s = model.shape;
+    kept_input_size_ = max_rows * std::max({s.dim, s.q(), s.ffn});
+    kept_input_storage_ = AlignedBuffer(static_cast<size_t>(kept_input_size_) * sizeof(BF16));
+    kept_input_ = reinterpret_cast<BF16*>(kept_input_storage_.data());
+  }
   fp8_ = MakeFp8Linear(model.precision, model.fp8, model.shape, max_rows,
                        [&](size_t b) { return fp8_arena_.Allocate(b); });
   const int sites = model.config.n_layers * kLinearSites;
@@ -56,7 +64,12 @@ void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
     }
     return;
   }
-  // ForEachLinear walks each layer's sites in LinearSite order.
+  // ForEachLinear walks each layer's sites in LinearSite order, as
+  // ForEachLinearBf16 does the bf16 copy's.
+  std::vector<const BF16*> copies;
+  if (model_.HighPrecisionBf16()) {
+    model_.ForEachLinearBf16([&](const BF16* w, int64_t, int64_t) { copies.push_back(w); });
+  }
   int index = 0;
   model_.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
     const int layer = index / kLinearSites;
@@ -65,6 +78,15 @@ void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
       Fp8Weight& entry = fp8_layers_[w];
       entry.linear = &site_fp8_[static_cast<size_t>(site)];
       entry.linear->PackWeight(ctx, in, out, w, &entry.packed);
+      return;
+    }
+    if (!copies.empty()) {
+      const auto it = kept_bf16_.find(w);
+      if (it != kept_bf16_.end()) {
+        it->second.Repack(ctx);
+      } else {
+        kept_bf16_.emplace(w, kernels::PackedB(ctx, {.n = out, .k = in}, copies[site]));
+      }
       return;
     }
     const auto it = layers_.find(w);
@@ -78,9 +100,10 @@ void PackedLinear::Pack(const kernels::KernelCtx& ctx) {
     head_.Repack(ctx);
     return;
   }
-  head_ = kernels::PackedB(
-      ctx, {.n = model_.config.vocab_size, .k = model_.config.dim, .trans_b = kernels::Trans::kT},
-      model_.Head<float>().lm_head);
+  const kernels::GemmArgs head{
+      .n = model_.config.vocab_size, .k = model_.config.dim, .trans_b = kernels::Trans::kT};
+  head_ = model_.HighPrecisionBf16() ? kernels::PackedB(ctx, head, model_.Head<BF16>().lm_head)
+                                     : kernels::PackedB(ctx, head, model_.Head<float>().lm_head);
 }
 
 int64_t PackedLinear::bytes() const {
@@ -88,6 +111,7 @@ int64_t PackedLinear::bytes() const {
   for (const auto& [w, packed] : layers_) total += packed.bytes();
   for (const auto& [w, packed] : bf16_layers_) total += packed.bytes();
   for (const auto& [w, entry] : fp8_layers_) total += entry.packed.bytes();
+  for (const auto& [w, packed] : kept_bf16_) total += packed.bytes();
   return total;
 }
 
@@ -96,6 +120,14 @@ void PackedLinear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in,
   CHECK_LE(n, max_rows_) << "PackedLinear: " << n << " rows, sized for " << max_rows_;
   if (const auto it = layers_.find(w); it != layers_.end()) {
     kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, x, it->second, y);
+    return;
+  }
+  if (const auto it = kept_bf16_.find(w); it != kept_bf16_.end()) {
+    CHECK_LE(n * in, kept_input_size_)
+        << "PackedLinear: a kept layer's input of " << n << " x " << in;
+    ConvertTo(ctx, x, kept_input_, n * in);
+    kernels::Gemm(ctx, {.m = n, .n = out, .k = in, .accumulate = accumulate}, kept_input_,
+                  it->second, y);
     return;
   }
   const auto it = fp8_layers_.find(w);

@@ -10,7 +10,9 @@
 // again after the weights change (an RL update); inference only (the
 // backward CHECK-fails). Costs a packed copy of the weights (bytes()): a
 // bf16 model's is bf16-sized where the tier has a bf16 dot product, f32
-// words (twice that) where it widens bf16 to f32.
+// words (twice that) where it widens bf16 to f32. An FP8 model's layers kept
+// out of FP8 in bf16 (Fp8Recipe::high_precision_bf16) pack its bf16 copy and
+// round their input as Bf16Linear does.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "anvil/core/aligned_buffer.h"
 #include "anvil/core/arena.h"
 #include "anvil/kernels/gemm.h"
 #include "anvil/model/forward_weights.h"
@@ -76,6 +79,12 @@ class PackedLinear : public LowPrecisionLinear {
   std::unordered_map<const float*, kernels::PackedB> layers_;  // f32 layers
   std::unordered_map<const BF16*, kernels::PackedB> bf16_layers_;
   std::unordered_map<const float*, Fp8Weight> fp8_layers_;
+  // FP8 layers kept in bf16: the bf16 copy's packing, by the f32 weight, and
+  // their rounded inputs [max_rows, widest].
+  std::unordered_map<const float*, kernels::PackedB> kept_bf16_;
+  AlignedBuffer kept_input_storage_;
+  BF16* kept_input_ = nullptr;
+  int64_t kept_input_size_ = 0;
   kernels::PackedB head_;
   // FP8: the recipe's buffers, and per layer and site its view of them.
   Arena fp8_arena_;

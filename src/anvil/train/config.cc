@@ -55,6 +55,13 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   }
   c.fp8_decode_auto = fp8_decode == "auto";
   c.fp8_decode = fp8_decode == "bf16" ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+  ASSIGN_OR_RETURN(const std::string kept, config.GetString("train.fp8_high_precision", "auto"));
+  if (kept != "auto" && kept != "bf16" && kept != "f32") {
+    return InvalidArgument(fmt::format(
+        "key train.fp8_high_precision = \"{}\": expected \"auto\", \"bf16\" or \"f32\"", kept));
+  }
+  c.fp8_high_precision_auto = kept == "auto";
+  c.fp8_high_precision_bf16 = kept == "bf16";
   ASSIGN_OR_RETURN(c.fp8_high_precision_layers,
                    config.GetInt("train.fp8_high_precision_layers", c.fp8_high_precision_layers));
   if (c.fp8_high_precision_layers < 0) {

@@ -43,8 +43,13 @@ struct TrainConfig {
   kernels::Fp8Decode fp8_decode = kernels::Fp8Decode::kF32;
   bool fp8_decode_auto = true;
   // train.fp8_high_precision_layers: with an FP8 precision, the first and the
-  // last this many layers keep f32 GEMMs (the LM head always does).
+  // last this many layers keep their GEMMs out of FP8, as the LM head does.
   int64_t fp8_high_precision_layers = 0;
+  // train.fp8_high_precision: the format of the GEMMs kept out of FP8, "bf16",
+  // "f32" or "auto" (fp8_high_precision_auto: bf16 where the machine's bf16
+  // GEMMs outrun f32, AutoPrecision's rule; recorded in the resolved config).
+  bool fp8_high_precision_bf16 = false;
+  bool fp8_high_precision_auto = true;
   // fp8-delayed: train.fp8_amax_history steps of amax per tensor, reduced by
   // train.fp8_amax_reduction "max" or "most_recent" (fp8_delayed_scaling.h).
   int64_t fp8_amax_history = 16;

@@ -76,7 +76,7 @@ Result<int64_t> CheckMemory(const model::ModelConfig& mc, const model::LlamaOpti
   int64_t largest_unit = 0;  // the embedding or the head, or a layer
   const std::vector<int64_t> units = model::Llama::UnitBegins(mc);
   for (size_t u = 0; u + 1 < units.size(); ++u) largest_unit = std::max(largest_unit, units[u + 1] - units[u]);
-  const bool bf16 = mo.precision == model::Precision::kBF16;
+  const bool bf16 = model::HoldsBf16Weights(mo.precision, mo.fp8);
   int64_t extra = (grad_accum > 1 || zero >= 2) ? p * f / (zero >= 1 ? shards : 1) : 0;
   if (zero >= 2) extra += 2 * largest_unit * f;
   // ZeRO-3 also holds whole f32 weights for a moment: on rank 0 at each
@@ -153,7 +153,8 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   // The peaks are MFU's denominators, and "auto" precision picks the faster one.
   std::optional<profile::PeakFlops> peak;
   const bool fp8 = model::IsFp8(train_.precision);
-  if (options_.peak_gflops <= 0 || train_.precision_auto || (fp8 && train_.fp8_decode_auto)) {
+  if (options_.peak_gflops <= 0 || train_.precision_auto ||
+      (fp8 && (train_.fp8_decode_auto || train_.fp8_high_precision_auto))) {
     peak = profile::MeasurePeakFlops(*pool_);
     // Rank 0's measurement for all: ranks must pick the same precision.
     double v[3] = {peak->f32_gflops, peak->bf16_gflops, peak->bf16_native ? 1.0 : 0.0};
@@ -173,6 +174,13 @@ Status Trainer::Init(Config config, const RunOptions& options) {
     train_.fp8_decode = bf16_dot ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
     config_.Resolve("train.fp8_decode",
                     std::string(train_.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32"));
+  }
+  // What stays out of FP8 (the LM head, the kept layers) likewise: in bf16
+  // where the machine's bf16 GEMMs are the faster.
+  if (fp8 && train_.fp8_high_precision_auto) {
+    train_.fp8_high_precision_bf16 = AutoPrecision(*peak) == model::Precision::kBF16;
+    config_.Resolve("train.fp8_high_precision",
+                    std::string(train_.fp8_high_precision_bf16 ? "bf16" : "f32"));
   }
   const bool bf16_dot = train_.fp8_decode == kernels::Fp8Decode::kBf16;
   if (options_.peak_gflops > 0) {
@@ -224,15 +232,18 @@ Status Trainer::Build() {
         "parallel.zero = 1 or untied embeddings",
         zero));
   }
-  const model::LlamaOptions mo{.precision = train_.precision, .recompute = train_.recompute,
-                               .max_batch = train_.batch_size, .max_seq_len = train_.seq_len,
-                               .buffers = {.weights = zero < 3, .grads = zero < 2},
-                               .fp8 = {.grad = train_.fp8_grad_format,
-                                       .decode = train_.fp8_decode,
-                                       .amax_history = static_cast<int>(train_.fp8_amax_history),
-                                       .amax_most_recent = train_.fp8_amax_most_recent},
-                               .fp8_high_precision_layers =
-                                   static_cast<int>(train_.fp8_high_precision_layers)};
+  const model::LlamaOptions mo{
+      .precision = train_.precision,
+      .recompute = train_.recompute,
+      .max_batch = train_.batch_size,
+      .max_seq_len = train_.seq_len,
+      .buffers = {.weights = zero < 3, .grads = zero < 2},
+      .fp8 = {.grad = train_.fp8_grad_format,
+              .decode = train_.fp8_decode,
+              .amax_history = static_cast<int>(train_.fp8_amax_history),
+              .amax_most_recent = train_.fp8_amax_most_recent,
+              .high_precision_bf16 = train_.fp8_high_precision_bf16},
+      .fp8_high_precision_layers = static_cast<int>(train_.fp8_high_precision_layers)};
   ASSIGN_OR_RETURN(memory_estimate_,
                    CheckMemory(model_config_, mo, train_.grad_accum, zero, dp_size()));
 
@@ -291,9 +302,9 @@ Status Trainer::Build() {
           .grad_accum = train_.grad_accum},
       model_->params().size(), model_->params().grads(), tensor_begins, unit_begins);
   if (zero == 3) {
-    gather_ = std::make_unique<parallel::WeightGather>(plan_->dp(), *pool_, ctx_->isa(), unit_begins,
-                                                       dp_->shard_counts(),
-                                                       train_.precision == model::Precision::kBF16);
+    gather_ = std::make_unique<parallel::WeightGather>(
+        plan_->dp(), *pool_, ctx_->isa(), unit_begins, dp_->shard_counts(),
+        model::HoldsBf16Weights(train_.precision, model_->options().fp8));
   }
   optimizer_ = std::make_unique<optim::AdamW>(optim_config_, optim::LlamaParamGroups(model_->params()),
                                               model_->params().size(), dp_->shard());
