@@ -156,6 +156,7 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
                                "steps are timed",
                                tc.time_budget_minutes)
                  : std::string());
+  if (!t.resume_note().empty()) fmt::print("note: {}\n", t.resume_note());
   std::fflush(stdout);
 
   train::Progress progress(t.step(), tc.steps, tc.log_every);

@@ -4,7 +4,8 @@
 # for bit: every metric but the timings, the final weights and the rollout
 # snapshot; for GRPO in f32 and bf16 and for PPO with a stop string. A run
 # resumed under mpirun from its step-2 checkpoint ends where the
-# uninterrupted one does. Layouts the job cannot have are refused, and a rank
+# uninterrupted one does. Layouts the job cannot have are refused, as is a
+# rollout rank on other kernels than the trainer's, and a rank
 # that keeps the other waiting past comm.timeout_s is named by the watchdog.
 # Usage: mpi_rollouts_test.sh REPO ANVIL
 set -uo pipefail
@@ -80,6 +81,18 @@ fi
 grep -q "needs rl.max_staleness = 1" "$work/colocated.log" || { cat "$work/colocated.log"; fail "colocated message"; }
 if mpi 3 rl "${rl[@]}" --out "$work/three" > "$work/three.log" 2>&1; then fail "three ranks ran"; fi
 grep -q "got 3 ranks" "$work/three.log" || { cat "$work/three.log"; fail "three-rank message"; }
+# A rollout rank on other kernels than the trainer's (here the scalar tier)
+# would give other log-probabilities: refused at setup.
+if [ "${ANVIL_ISA:-}" != scalar ]; then
+  lower='[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && export ANVIL_ISA=scalar; exec "$0" "$@"'
+  if "$repo/scripts/mpirun_test.sh" 2 bash -c "$lower" "$anvil" rl "${rl[@]}" --out "$work/tiers" \
+       > "$work/tiers.log" 2>&1
+  then
+    fail "a rollout rank on other kernels ran"
+  fi
+  grep -q "runs the scalar kernels, the trainer" "$work/tiers.log" \
+    || { cat "$work/tiers.log"; fail "kernels message"; }
+fi
 # A rank that does not answer within comm.timeout_s is named by the
 # watchdog, which ends the job (1 ms: rank 1 waits longer than that for the
 # trainer's first draw while the trainer evaluates).

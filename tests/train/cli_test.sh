@@ -4,7 +4,8 @@
 # W8A8, W4A8); an unknown config key is an error naming it; a non-finite
 # gradient is skipped and named (or stops the run); the numerics probe (of a
 # run, and of a checkpoint's step) names a planted fault; the FP8 precisions
-# train; Ctrl-C (SIGINT) checkpoints, exits 0, and the run resumes.
+# train; Ctrl-C (SIGINT) checkpoints, exits 0, and the run resumes (on other
+# kernels with a note that its bits part from an uninterrupted run).
 # Usage: cli_test.sh ANVIL_BINARY WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -161,5 +162,15 @@ step=$(sed 's/step_//' "$work/run_int/latest")
 "$anvil" train --resume "$work/run_int" --set train.steps=$((step + 2)) > "$work/resume.log" 2>&1 \
   || { cat "$work/resume.log"; fail "resume"; }
 [ "$(cat "$work/run_int/latest")" = "step_$((step + 2))" ] || fail "resume did not finish"
+if grep -q "note: the checkpoint's steps ran on" "$work/resume.log"; then
+  cat "$work/resume.log"; fail "a resume on the same kernels noted other kernels"
+fi
+# On other kernels (the scalar tier) the resume runs, and says its bits part.
+if [ "${ANVIL_ISA:-}" != scalar ]; then
+  ANVIL_ISA=scalar "$anvil" train --resume "$work/run_int" --set train.steps=$((step + 3)) \
+    > "$work/resume_scalar.log" 2>&1 || { cat "$work/resume_scalar.log"; fail "scalar resume"; }
+  grep -q "note: the checkpoint's steps ran on the .* kernels, this session's on scalar" \
+    "$work/resume_scalar.log" || { cat "$work/resume_scalar.log"; fail "no kernels note"; }
+fi
 echo "cli_test: OK"
 rm -rf "$work"

@@ -12,4 +12,8 @@ KernelCtx::KernelCtx(ThreadPool& pool, Isa isa, size_t scratch_bytes_per_thread,
   for (int t = 0; t < pool.size(); ++t) scratch_.emplace_back(scratch_bytes_per_thread);
 }
 
+std::string KernelCtx::BitsName(bool bf16_gemms) const {
+  return std::string(IsaName(isa_)) + (bf16_gemms && amx_ ? "+amx" : "");
+}
+
 }  // namespace anvil::kernels

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "anvil/core/aligned_buffer.h"
@@ -29,6 +30,11 @@ class KernelCtx {
   // are not vdpbf16ps's, so two contexts that must agree bit for bit (a
   // trainer and its rollout engine) must agree on this too.
   bool amx() const { return amx_; }
+  // The kernels a result's bits depend on: the tier, with "+amx" where
+  // `bf16_gemms` (a model that runs bf16 GEMMs) run on tiles ("avx512+amx",
+  // "avx512", "avx2", "scalar"). Two processes whose results must agree bit
+  // for bit (a run and its resume, a trainer and its rollout rank) compare it.
+  std::string BitsName(bool bf16_gemms) const;
 
   // Thread t's scratch (64-byte aligned); only thread t of the pool uses it.
   std::byte* scratch(int t) const { return scratch_[t].data(); }

@@ -101,14 +101,16 @@ struct Setup {
   double timeout_s = 600;  // the watchdog's limit (comm.timeout_s)
   infer::RolloutOptions options;
   std::vector<std::string> token_texts;  // stop strings' (empty without)
+  std::string kernels;  // the trainer's (KernelCtx::BitsName): the rollout rank's must match
 };
 
 std::string SetupJson(const model::ModelConfig& config, model::Precision precision,
-                      model::WeightQuant quant, int threads, double timeout_s,
-                      const infer::RolloutOptions& o) {
+                      const std::string& kernels, model::WeightQuant quant, int threads,
+                      double timeout_s, const infer::RolloutOptions& o) {
   nlohmann::ordered_json j;
   j["model"] = nlohmann::json::parse(model::HfConfigJson(config));
   j["precision"] = model::PrecisionName(precision);
+  j["kernels"] = kernels;
   j["quant"] = model::WeightQuantName(quant);
   j["threads"] = threads;
   j["timeout_s"] = timeout_s;
@@ -133,6 +135,7 @@ Result<Setup> ParseSetup(const std::string& text, const std::string& token_texts
     const nlohmann::json j = nlohmann::json::parse(text);
     ASSIGN_OR_RETURN(s.config, model::ParseHfConfig(j.at("model").dump(), "rollout setup"));
     ASSIGN_OR_RETURN(s.precision, model::ParsePrecision(j.at("precision").get<std::string>()));
+    s.kernels = j.at("kernels").get<std::string>();
     ASSIGN_OR_RETURN(s.quant, model::ParseWeightQuant(j.at("quant").get<std::string>()));
     s.threads = j.at("threads").get<int>();
     s.timeout_s = j.at("timeout_s").get<double>();
@@ -186,7 +189,8 @@ Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& worl
   }
   const model::ModelConfig& config = policy.config;
   SendText(world, rollout_rank, kSetupTag,
-           SetupJson(config, precision, quant, threads, timeout_s, options));
+           SetupJson(config, precision, policy.ctx->BitsName(precision == model::Precision::kBF16),
+                     quant, threads, timeout_s, options));
   SendText(world, rollout_rank, kSetupTag,
            options.stop.empty() ? std::string() : TokenTexts(options, config.vocab_size));
   if (Status s = RecvStatus(world, rollout_rank, kSetupTag); !s.ok()) {
@@ -295,6 +299,16 @@ Status ServeRollouts(comm::Group& world, int trainer) {
     }
     draws = std::make_unique<AsyncRollouts>(setup->config, setup->precision, setup->options,
                                             setup->quant, setup->threads);
+    // Other kernels would give other log-probabilities than the trainer's
+    // recomputation (contract 3): refuse rather than report a mismatch.
+    const std::string mine = draws->ctx().BitsName(setup->precision == model::Precision::kBF16);
+    if (mine != setup->kernels) {
+      setup = InvalidArgument(fmt::format(
+          "runs the {} kernels, the trainer {}: their log-probabilities would differ; run both "
+          "with the same ANVIL_ISA and ANVIL_AMX",
+          mine, setup->kernels));
+      draws.reset();
+    }
   }
   SendStatus(world, trainer, kSetupTag, setup.status());
   RETURN_IF_ERROR(setup.status());

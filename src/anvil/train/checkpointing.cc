@@ -88,6 +88,7 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   s["train_shard_checksum"] = fmt::format("{:016x}", train_shard_->checksum());
   s["val_shard_checksum"] = fmt::format("{:016x}", val_shard_->checksum());
   s["precision"] = model::PrecisionName(train_.precision);
+  s["kernels"] = kernels();
   s["schedule_planned"] = schedule_planned_;
   if (const model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
     s["fp8_delayed"] = delayed->Save();
@@ -102,6 +103,14 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
 // anvil: the layout it was saved under, every tensor of the flat parameter
 // layout (name, global shape, offset), and which file holds which range of
 // the flat AdamW state.
+std::string Trainer::kernels() const {
+  const bool bf16_gemms =
+      train_.precision == model::Precision::kBF16 ||
+      (model::IsFp8(train_.precision) &&
+       (train_.fp8_decode == anvil::kernels::Fp8Decode::kBf16 || train_.fp8_high_precision_bf16));
+  return ctx_->BitsName(bf16_gemms);
+}
+
 std::string Trainer::CheckpointIndexJson() const {
   const model::LlamaParams& params = model_->params();
   nlohmann::ordered_json index;
@@ -185,6 +194,15 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
         "{}: the checkpoint was trained in {} precision, train.precision is now {}; a resume "
         "continues the run bitwise only in its own precision (set train.precision = \"{}\")",
         state_path, s.precision, precision, s.precision));
+  }
+  // Other kernels are allowed (a run may move to another machine), but its
+  // steps from here are not an uninterrupted run's to the bit: say so.
+  if (!s.kernels.empty() && s.kernels != kernels()) {
+    resume_note_ = fmt::format(
+        "the checkpoint's steps ran on the {} kernels, this session's on {}: from here the run "
+        "differs in the last bits from an uninterrupted one (ANVIL_ISA and ANVIL_AMX as it ran "
+        "continue it bitwise, where the CPU has them)",
+        s.kernels, kernels());
   }
   if (s.optimizer_step != optimizer_->step()) {
     return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",

@@ -130,6 +130,10 @@ class Trainer {
   // Bytes of model, activations and optimizer state (checked against the
   // machine's available memory before anything was allocated).
   int64_t memory_estimate() const { return memory_estimate_; }
+  // The kernels this run's bits depend on (KernelCtx::BitsName), and, after
+  // a resume whose checkpoint ran on others, what that means (else empty).
+  std::string kernels() const;
+  const std::string& resume_note() const { return resume_note_; }
   StateMemory state_memory() const;
   int threads() const { return pool_->size(); }
   // This process's rank and the job's ranks (0 and 1 alone).
@@ -194,6 +198,7 @@ class Trainer {
   double peak_gflops_ = 0;
   double flops_per_token_ = 0;
   int64_t memory_estimate_ = 0;
+  std::string resume_note_;
 
   int64_t step_ = 0;          // optimizer steps done
   int64_t tokens_seen_ = 0;   // training tokens consumed

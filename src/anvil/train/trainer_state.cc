@@ -51,6 +51,7 @@ Result<TrainerState> ParseTrainerState(std::string_view text, const std::string&
     st.train_shard_checksum = s.at("train_shard_checksum").get<std::string>();
     st.val_shard_checksum = s.at("val_shard_checksum").get<std::string>();
     st.precision = s.at("precision").get<std::string>();
+    if (s.contains("kernels")) st.kernels = s.at("kernels").get<std::string>();
     // Absent in checkpoints made before time budgets existed.
     if (s.contains("schedule_planned")) st.schedule_planned = s.at("schedule_planned").get<bool>();
     if (s.contains("fp8_delayed")) {

@@ -26,6 +26,9 @@ struct TrainerState {
   int64_t optimizer_step = 0;
   std::string train_shard_checksum, val_shard_checksum;  // "{:016x}"
   std::string precision;
+  // The kernels its steps ran on (Trainer::kernels; empty in checkpoints
+  // made before it was recorded).
+  std::string kernels;
   bool schedule_planned = false;  // train.steps already fitted to train.time_budget_minutes
   // fp8-delayed: the amax histories and scales (model::Fp8DelayedScaling::Save).
   std::vector<double> fp8_delayed;
