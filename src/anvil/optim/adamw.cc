@@ -63,15 +63,22 @@ float ClipScale(double norm, double max_norm) {
   return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
 }
 
-std::vector<ParamGroup> LlamaParamGroups(const model::LlamaParams& params) {
+std::vector<ParamGroup> LlamaParamGroups(const model::LlamaParams& params, bool lm_head) {
   std::vector<ParamGroup> groups;
+  bool after_skipped = false;  // a group never spans a tensor left out
   for (const model::ParamInfo& p : params.params()) {
+    if (!lm_head &&
+        (p.kind == model::ParamKind::kFinalNorm || p.kind == model::ParamKind::kLmHead)) {
+      after_skipped = true;
+      continue;
+    }
     const bool decay = p.shape.size() >= 2;
-    if (!groups.empty() && groups.back().decay == decay) {
+    if (!groups.empty() && groups.back().decay == decay && !after_skipped) {
       groups.back().numel = p.offset + p.numel - groups.back().offset;
     } else {
       groups.push_back({p.offset, p.numel, decay});
     }
+    after_skipped = false;
   }
   return groups;
 }

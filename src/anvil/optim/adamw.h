@@ -52,7 +52,10 @@ struct ParamGroup {
 
 // The groups of a Llama layout by the rule above; adjacent tensors with the
 // same setting merge (their zero padding included: it stays zero).
-std::vector<ParamGroup> LlamaParamGroups(const model::LlamaParams& params);
+// `lm_head` false: a trunk whose LM head never runs (model::LlamaOptions::
+// lm_head, PPO's separate critic) leaves the final norm and an untied LM
+// head out, so AdamW neither decays nor moves weights nothing reads.
+std::vector<ParamGroup> LlamaParamGroups(const model::LlamaParams& params, bool lm_head = true);
 
 // The elements [begin, end) of the flat buffers one optimizer owns: its
 // shard under ZeRO, the whole buffer otherwise.

@@ -120,6 +120,32 @@ TEST(LlamaParamGroups, DecayMatricesNotNorms) {
   }
 }
 
+// A trunk without its LM head: the final norm and the untied LM head are in
+// no group (AdamW leaves them as they are), every other tensor is, as before.
+TEST(LlamaParamGroups, ATrunkLeavesItsHeadOut) {
+  model::ModelConfig mc;
+  mc.dim = 64;
+  mc.n_layers = 2;
+  mc.n_heads = 4;
+  mc.n_kv_heads = 2;
+  mc.ffn_dim = 48;
+  mc.vocab_size = 64;
+  mc.max_seq_len = 32;
+  mc.tie_embeddings = false;
+  const model::LlamaParams params(mc, false);
+  const std::vector<ParamGroup> groups = LlamaParamGroups(params, /*lm_head=*/false);
+  for (const model::ParamInfo& p : params.params()) {
+    const bool head = p.kind == model::ParamKind::kFinalNorm || p.kind == model::ParamKind::kLmHead;
+    int covering = 0, touching = 0;
+    for (const ParamGroup& g : groups) {
+      covering += p.offset >= g.offset && p.offset + p.numel <= g.offset + g.numel;
+      touching += p.offset < g.offset + g.numel && g.offset < p.offset + p.numel;
+    }
+    EXPECT_EQ(touching, head ? 0 : 1) << p.name;
+    EXPECT_EQ(covering, head ? 0 : 1) << p.name;
+  }
+}
+
 TEST(AdamW, StateRoundTripContinuesBitwise) {
   const int64_t n = 1000;
   OptimConfig oc;

@@ -185,7 +185,7 @@ TEST(GrpoTest, OnPolicyStepsRaiseAToyRewardWithExactLogProbs) {
     const bool separate = std::string(c.name).find("separate") != std::string::npos;
     model::Llama critic_model(cfg, {.max_batch = kPrompts * kGroup, .lm_head = false}, ctx);
     critic_model.InitWeights(ctx, 4);
-    optim::AdamW critic_adamw(oc, optim::LlamaParamGroups(critic_model.params()),
+    optim::AdamW critic_adamw(oc, optim::LlamaParamGroups(critic_model.params(), false),
                               critic_model.params().size());
     Critic critic = ppo ? Critic{&head, &head_adamw} : Critic{};
     if (separate) {  // a whole model learns features: slower than the head

@@ -355,8 +355,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, gc.samples_per_step(),
                                                  /*lm_head=*/false));
     model::LlamaParams& cp = critic_model->params();
-    critic_adamw =
-        std::make_unique<optim::AdamW>(rc.optim, optim::LlamaParamGroups(cp), cp.size());
+    critic_adamw = std::make_unique<optim::AdamW>(
+        rc.optim, optim::LlamaParamGroups(cp, /*lm_head=*/false), cp.size());
     if (options.resume) {
       const std::string& dir = run->loaded_from();
       const std::string moments = dir + "/" + kCriticOptimizerFile;
