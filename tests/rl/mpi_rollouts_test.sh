@@ -30,7 +30,7 @@ same() {
   /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF' || fail "metrics differ: $1 $2"
 import json, sys
 def load(path):
-    timing = ("seconds", "per_s", "wait")
+    timing = ("seconds", "per_s", "wait", "mem_high_water")  # and the process peak
     return [{k: v for k, v in json.loads(line).items() if not any(t in k for t in timing)}
             for line in open(path)]
 a, b = load(sys.argv[1]), load(sys.argv[2])

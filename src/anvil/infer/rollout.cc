@@ -27,6 +27,10 @@ RolloutEngine::RolloutEngine(const model::ForwardWeights& model, const RolloutOp
                packed_ != nullptr ? packed_.get() : options.linear,
                {.page_rows = options.page_rows}) {}
 
+int64_t RolloutEngine::bytes() const {
+  return decoder_.bytes() + (packed_ != nullptr ? packed_->bytes() : 0);
+}
+
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,
     RolloutStats* stats, uint32_t first_request, const std::atomic<bool>* cancel) {
@@ -210,6 +214,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     }
   }
   st.seconds = watch.Seconds();
+  st.engine_bytes = bytes();
   if (stats != nullptr) *stats = st;
   return out;
 }

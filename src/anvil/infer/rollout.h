@@ -76,6 +76,9 @@ struct RolloutSample {
 struct RolloutStats {
   int64_t prompt_tokens = 0, new_tokens = 0, steps = 0;  // steps: batched decode passes
   double seconds = 0;
+  // What the engine holds besides the model it reads: weights packed once
+  // (RolloutOptions::pack_weights), the KV cache and the decode scratch.
+  int64_t engine_bytes = 0;
 };
 
 class RolloutEngine {
@@ -89,6 +92,7 @@ class RolloutEngine {
   // of 64.
   RolloutEngine(const model::ForwardWeights& model, const RolloutOptions& options);
   const RolloutOptions& options() const { return options_; }
+  int64_t bytes() const;  // RolloutStats::engine_bytes
 
   // G samples of every prompt, in (request, sample) order. Prompts must be
   // non-empty and fit the context. Prompt i is request first_request + i of

@@ -172,6 +172,17 @@ TEST(RolloutTest, PagedCacheWithSharedPrefixesSameBits) {
     for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
     EXPECT_EQ(contiguous_stats.prompt_tokens, 3 * prompt_tokens);
     EXPECT_EQ(paged_stats.prompt_tokens, prompt_tokens);  // one prefill a prompt
+
+    // The engine's memory: its KV cache and scratch, and weights packed once
+    // (at least one copy of the layers' and head's weights, bf16 or wider).
+    o.pack_weights = false;
+    RolloutStats unpacked_stats;
+    ASSERT_TRUE(
+        RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts, &unpacked_stats).ok());
+    EXPECT_GT(unpacked_stats.engine_bytes, 0);
+    const int64_t embed = int64_t{cfg.vocab_size} * cfg.dim;
+    EXPECT_GE(paged_stats.engine_bytes - unpacked_stats.engine_bytes,
+              2 * (cfg.NumParams() - embed));
   }
 }
 

@@ -59,6 +59,8 @@ class Decoder {
   int64_t max_seqs() const { return max_seqs_; }
   int64_t max_len() const { return max_len_; }
   int64_t max_rows() const { return max_rows_; }
+  // Bytes held: the KV cache and the decode scratch.
+  int64_t bytes() const { return static_cast<int64_t>(cache_.size() + arena_.capacity()); }
 
   // Appends `tokens` (a prompt, a chunk of one, or one token) to sequence
   // `seq`; logits [tokens.size(), V] for the appended positions.

@@ -146,6 +146,7 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   r.staleness = rollouts.staleness;
   r.rollout_seconds = rollouts.stats.seconds;
   r.rollout_tokens = rollouts.stats.new_tokens;
+  r.rollout_engine_bytes = rollouts.stats.engine_bytes;
   Stopwatch train_watch;
   for (const infer::RolloutSample& s : samples) {
     for (const double lp : s.logprobs) r.entropy -= lp;

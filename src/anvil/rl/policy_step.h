@@ -115,6 +115,7 @@ struct PolicyStepResult {
   double entropy =
       0;  // mean -log p of the sampled tokens: the policy's entropy per token, estimated
   double rollout_seconds = 0;  // generating
+  int64_t rollout_engine_bytes = 0;  // RolloutStats::engine_bytes
   double train_seconds = 0;    // recomputing log-probs, forward/backward and the updates
 };
 

@@ -25,7 +25,15 @@ constexpr int kReplyTag = 73;
 enum Command : int64_t { kStop = 0, kDraw = 1 };
 enum DrawField : int { kCommand, kStep, kStaleness, kPrompts, kPromptWords, kDrawFields };
 // A reply (after its status): counts, then the samples.
-enum ReplyField : int { kSamples, kTokens, kPromptTokens, kNewTokens, kSteps, kReplyFields };
+enum ReplyField : int {
+  kSamples,
+  kTokens,
+  kPromptTokens,
+  kNewTokens,
+  kSteps,
+  kEngineBytes,
+  kReplyFields
+};
 
 constexpr std::array<const char*, 4> kStopReasons = {"eos", "stop", "max_new", "max_seq_len"};
 
@@ -257,7 +265,8 @@ Result<Rollouts> RemoteRollouts::Wait() {
   r.stats = {.prompt_tokens = head[kPromptTokens],
              .new_tokens = head[kNewTokens],
              .steps = head[kSteps],
-             .seconds = seconds};
+             .seconds = seconds,
+             .engine_bytes = head[kEngineBytes]};
   int64_t at = 0;
   for (int64_t i = 0; i < samples; ++i) {
     infer::RolloutSample s;
@@ -354,6 +363,7 @@ Status ServeRollouts(comm::Group& world, int trainer) {
     reply[kPromptTokens] = r->stats.prompt_tokens;
     reply[kNewTokens] = r->stats.new_tokens;
     reply[kSteps] = r->stats.steps;
+    reply[kEngineBytes] = r->stats.engine_bytes;
     world.Send(std::span<const int64_t>(reply), trainer, kReplyTag);
     world.Send(std::span<const double>(&r->stats.seconds, 1), trainer, kReplyTag);
     world.Send(std::span<const int64_t>(meta), trainer, kReplyTag);

@@ -3,9 +3,8 @@
 
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
 #include "anvil/rl/reward.h"
+#include "anvil/train/metrics.h"
 
 namespace anvil::rl {
 namespace {
@@ -232,6 +232,10 @@ std::string StepJson(const RlStepMetrics& m) {
     j["value_mean"] = g.value_mean;
     j["explained_variance"] = g.explained_variance;
   }
+  // The rollout engine's own memory (on the rollout rank when it has one)
+  // and this process's peak.
+  j["rollout_engine_bytes"] = g.rollout_engine_bytes;
+  j["mem_high_water"] = train::PeakRssBytes();
   j["rollout_tokens_per_s"] = static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9);
   j["rollout_seconds"] = g.rollout_seconds;
   j["train_seconds"] = g.train_seconds;
