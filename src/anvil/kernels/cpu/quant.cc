@@ -135,10 +135,7 @@ void QuantizeTensorTransposed(const KernelCtx& ctx, int64_t rows, int64_t cols, 
           k.scale_cast(x + (r0 + r) * cols + c0, width, scale, /*divide=*/false, IsE5M2(format),
                        codes + r * width);
         }
-        for (int64_t c = 0; c < width; ++c) {
-          uint8_t* out = q_t + (c0 + c) * rows + r0;
-          for (int64_t r = 0; r < len; ++r) out[r] = codes[r * width + c];
-        }
+        k.transpose_codes(codes, len, width, q_t + c0 * rows + r0, rows);
       }
     }
   });
@@ -185,10 +182,7 @@ void QuantizeColumnsTransposed(const KernelCtx& ctx, int64_t rows, int64_t cols,
           s[c] = sc.s;
         }
         k.divide_cast_columns(xb, cols, len, width, s, IsE5M2(quant.format), codes);
-        for (int64_t c = 0; c < width; ++c) {
-          uint8_t* out = q_t + (c0 + c) * rows + r0;
-          for (int64_t r = 0; r < len; ++r) out[r] = codes[r * width + c];
-        }
+        k.transpose_codes(codes, len, width, q_t + c0 * rows + r0, rows);
       }
     }
   });

@@ -10,6 +10,10 @@
 
 #include <cstdint>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "anvil/kernels/cpu/simd.h"
 #include "anvil/kernels/quant.h"
 
@@ -41,6 +45,10 @@ struct Kernels {
   // s_f32 or s_e8m0, one per block) and codes.
   void (*quantize_row)(const float* x, int64_t cols, const RowQuant& rq, uint8_t* q, float* s_f32,
                        uint8_t* s_e8m0);
+  // out[c * ld + r] = codes[r * cols + c] for r < rows, c < cols: a block of
+  // codes into rows of a transposed operand.
+  void (*transpose_codes)(const uint8_t* codes, int64_t rows, int64_t cols, uint8_t* out,
+                          int64_t ld);
 };
 
 const Kernels& ScalarKernels();  // quant.cc
@@ -314,6 +322,62 @@ void DivideCastColumns(const float* x, int64_t ld, int64_t rows, int64_t cols, c
   }
 }
 
+#if defined(__SSE2__)
+// A 16 x 16 block of bytes transposed: four rounds of unpacks, each doubling
+// the run of one column's bytes (2, 4, 8, then 16 rows).
+inline void Transpose16x16(const uint8_t* in, int64_t ld_in, uint8_t* out, int64_t ld_out) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; ++i) {
+    a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i * ld_in));
+  }
+  // b[2k + h]: rows 2k, 2k+1, columns 8h..8h+7.
+  for (int k = 0; k < 8; ++k) {
+    b[2 * k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+    b[2 * k + 1] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+  }
+  // a[4q + j]: rows 4q..4q+3, columns 4j..4j+3.
+  for (int q = 0; q < 4; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      a[4 * q + 2 * h] = _mm_unpacklo_epi16(b[4 * q + h], b[4 * q + 2 + h]);
+      a[4 * q + 2 * h + 1] = _mm_unpackhi_epi16(b[4 * q + h], b[4 * q + 2 + h]);
+    }
+  }
+  // b[8o + p]: rows 8o..8o+7, columns 2p and 2p+1.
+  for (int o = 0; o < 2; ++o) {
+    for (int j = 0; j < 4; ++j) {
+      b[8 * o + 2 * j] = _mm_unpacklo_epi32(a[8 * o + j], a[8 * o + 4 + j]);
+      b[8 * o + 2 * j + 1] = _mm_unpackhi_epi32(a[8 * o + j], a[8 * o + 4 + j]);
+    }
+  }
+  for (int p = 0; p < 8; ++p) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * p * ld_out),
+                     _mm_unpacklo_epi64(b[p], b[8 + p]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * p + 1) * ld_out),
+                     _mm_unpackhi_epi64(b[p], b[8 + p]));
+  }
+}
+#endif
+
+template <typename V>
+void TransposeCodes(const uint8_t* codes, int64_t rows, int64_t cols, uint8_t* out, int64_t ld) {
+  int64_t whole_rows = 0, whole_cols = 0;  // the part done in 16 x 16 blocks
+#if defined(__SSE2__)
+  if constexpr (V::kLanes > 1) {  // the portable tier stays byte by byte
+    whole_rows = rows / 16 * 16;
+    whole_cols = cols / 16 * 16;
+    for (int64_t r = 0; r < whole_rows; r += 16) {
+      for (int64_t c = 0; c < whole_cols; c += 16) {
+        Transpose16x16(codes + r * cols + c, cols, out + c * ld + r, ld);
+      }
+    }
+  }
+#endif
+  for (int64_t c = 0; c < cols; ++c) {
+    const int64_t from = c < whole_cols ? whole_rows : 0;
+    for (int64_t r = from; r < rows; ++r) out[c * ld + r] = codes[r * cols + c];
+  }
+}
+
 // A block's dequantization factor s and its E8M0 code (MX rules), by the
 // rules of quant.h, from the bits (ANVIL_SIMD_NS code calls no library).
 struct BlockScaleOf {
@@ -375,7 +439,8 @@ void QuantizeRow(const float* x, int64_t cols, const quant_internal::RowQuant& r
 
 template <typename V>
 constexpr quant_internal::Kernels MakeKernels() {
-  return {Amax<V>, ColumnAmax<V>, ScaleCast<V>, DivideCastColumns<V>, QuantizeRow<V>};
+  return {Amax<V>,        ColumnAmax<V>,    ScaleCast<V>, DivideCastColumns<V>,
+          QuantizeRow<V>, TransposeCodes<V>};
 }
 
 }  // namespace anvil::kernels::ANVIL_SIMD_NS::quant
