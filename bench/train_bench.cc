@@ -149,6 +149,7 @@ int RunTrainBench(const TrainBenchOptions& o) {
       j["adam_bytes_rank0"] = mem.adam;
       j["accumulation_bytes_rank0"] = mem.accumulation;
       j["grad_accum"] = tc->grad_accum;
+      j["bf16_copy"] = model::HoldsBf16Weights(tc->precision, t.model().options().fp8);
       j["max_rss_bytes"] = rss;
       fmt::print("{}\n", j.dump());
     }
@@ -313,7 +314,8 @@ int RunDataParallelBench(const TrainBenchOptions& o) {
     const double tps = (*j)["tokens_per_s"].get<double>();
     if (base == 0) base = tps;
     // The ZeRO paper's model-state bytes per rank, in anvil's precisions:
-    // f32 weights 4Ψ (and a bf16 copy 2Ψ; / ranks under ZeRO-3, which keeps
+    // f32 weights 4Ψ (and a bf16 copy 2Ψ, in bf16 and the FP8 recipes that
+    // keep GEMMs in bf16; / ranks under ZeRO-3, which keeps
     // no copy), f32 grads 4Ψ (none from ZeRO-2), AdamW m and v 8Ψ (/ ranks
     // from ZeRO-1), and the f32 gradient sum 4Ψ where a rank accumulates
     // micro-batches or from ZeRO-2 (/ ranks from ZeRO-1). Measured: the
@@ -321,7 +323,8 @@ int RunDataParallelBench(const TrainBenchOptions& o) {
     const double psi = static_cast<double>((*j)["params"].get<int64_t>());
     const int ranks = (*j)["ranks"].get<int>(), zero = (*j)["zero"].get<int>();
     const double shards = zero >= 1 ? ranks : 1;
-    const double weights = zero == 3 ? psi * 4 / ranks : psi * (4 + (precision == "bf16" ? 2 : 0));
+    const bool copy = (*j)["bf16_copy"].get<bool>();
+    const double weights = zero == 3 ? psi * 4 / ranks : psi * (4 + (copy ? 2 : 0));
     const double grads = zero >= 2 ? 0 : psi * 4;
     const bool sum = (*j)["grad_accum"].get<int64_t>() > 1 || zero >= 2;
     const double formula = weights + grads + psi * 8 / shards + (sum ? psi * 4 / shards : 0);

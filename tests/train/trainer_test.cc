@@ -195,6 +195,57 @@ TEST_F(TrainerTest, ResumeRefusesOtherDataOrPrecision) {
   ASSERT_TRUE(same.ok()) << same.status().ToString();
 }
 
+// FP8: the format of the GEMMs kept out of FP8 is the run's throughout. A
+// resume that asks for the other is refused; one from before the format was
+// recorded (no key in config.toml or trainer_state.json) goes on in f32, as
+// it ran, even where `auto` would pick bf16.
+TEST_F(TrainerTest, ResumeKeepsTheFp8KeptFormat) {
+  {
+    auto t = Trainer::Create(
+        MicroConfig(data_dir_, "fp8-block", {"train.steps=2", "train.fp8_high_precision=\"f32\""}),
+        RunOptions{.run_dir = run_, .peak_gflops = 1});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE((*t)->Run({}).ok());
+  }
+  auto other = Trainer::Create(
+      MicroConfig(data_dir_, "fp8-block", {"train.steps=3", "train.fp8_high_precision=\"bf16\""}),
+      RunOptions{.run_dir = run_, .resume = true, .peak_gflops = 1});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("train.fp8_high_precision = \"f32\""), std::string::npos)
+      << other.status().message();
+
+  // An older run: neither file names the format (step_2 sealed again
+  // without the key in trainer_state.json).
+  const std::string step_dir = run_ + "/step_2";
+  auto writer = io::CheckpointWriter::Begin(run_, 2);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  for (const auto& entry : std::filesystem::directory_iterator(step_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name == io::kManifestFile) continue;
+    auto text = ReadFile(entry.path().string());
+    ASSERT_TRUE(text.ok());
+    if (name == "trainer_state.json") {
+      nlohmann::json j = nlohmann::json::parse(*text);
+      ASSERT_TRUE(j.contains("fp8_high_precision"));
+      j.erase("fp8_high_precision");
+      *text = j.dump();
+    }
+    ASSERT_TRUE(WriteFileAtomic(writer->Path(name), *text).ok());
+  }
+  ASSERT_TRUE(writer->Commit().ok());
+  std::string toml = testing::MicroToml(data_dir_, "fp8-block");
+  const std::string pinned = "fp8_high_precision = \"bf16\"\n";
+  ASSERT_NE(toml.find(pinned), std::string::npos);
+  toml.erase(toml.find(pinned), pinned.size());
+  auto config = Config::FromString(toml, "micro.toml");
+  ASSERT_TRUE(config.ok());
+  ASSERT_TRUE(config->Set("train.steps=3").ok());
+  auto old = Trainer::Create(std::move(*config), RunOptions{.run_dir = run_, .resume = true});
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE((*old)->model().params().has_bf16());
+  EXPECT_NE((*old)->resolved_config().find("fp8_high_precision = 'f32'"), std::string::npos);
+}
+
 // A time budget lowers train.steps after a few steps timed inside the warmup;
 // the run is then bitwise the run configured with the fitted steps (the
 // measured steps' LR does not depend on the step count), and config.toml

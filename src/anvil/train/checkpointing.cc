@@ -89,6 +89,9 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   s["val_shard_checksum"] = fmt::format("{:016x}", val_shard_->checksum());
   s["precision"] = model::PrecisionName(train_.precision);
   s["kernels"] = kernels();
+  if (model::IsFp8(train_.precision)) {
+    s["fp8_high_precision"] = train_.fp8_high_precision_bf16 ? "bf16" : "f32";
+  }
   s["schedule_planned"] = schedule_planned_;
   if (const model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
     s["fp8_delayed"] = delayed->Save();
@@ -99,10 +102,6 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   return WriteFileAtomic(temp + "/config.toml", resolved_config());
 }
 
-// checkpoint_index.json: what a tool needs to read the checkpoint without
-// anvil: the layout it was saved under, every tensor of the flat parameter
-// layout (name, global shape, offset), and which file holds which range of
-// the flat AdamW state.
 std::string Trainer::kernels() const {
   const bool bf16_gemms =
       train_.precision == model::Precision::kBF16 ||
@@ -111,6 +110,10 @@ std::string Trainer::kernels() const {
   return ctx_->BitsName(bf16_gemms);
 }
 
+// checkpoint_index.json: what a tool needs to read the checkpoint without
+// anvil: the layout it was saved under, every tensor of the flat parameter
+// layout (name, global shape, offset), and which file holds which range of
+// the flat AdamW state.
 std::string Trainer::CheckpointIndexJson() const {
   const model::LlamaParams& params = model_->params();
   nlohmann::ordered_json index;
@@ -203,6 +206,19 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
         "differs in the last bits from an uninterrupted one (ANVIL_ISA and ANVIL_AMX as it ran "
         "continue it bitwise, where the CPU has them)",
         s.kernels, kernels());
+  }
+  // FP8: what the run keeps out of FP8 runs in one format throughout
+  // (absent in checkpoints from before the choice: f32).
+  if (model::IsFp8(train_.precision)) {
+    const std::string kept = train_.fp8_high_precision_bf16 ? "bf16" : "f32";
+    const std::string saved = s.fp8_high_precision.empty() ? "f32" : s.fp8_high_precision;
+    if (saved != kept) {
+      return InvalidArgument(fmt::format(
+          "{}: the checkpoint ran the GEMMs it keeps out of FP8 in {}, train.fp8_high_precision "
+          "is now {}; a resume continues the run bitwise only as it ran (set "
+          "train.fp8_high_precision = \"{}\")",
+          state_path, saved, kept, saved));
+    }
   }
   if (s.optimizer_step != optimizer_->step()) {
     return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",

@@ -176,7 +176,13 @@ Status Trainer::Init(Config config, const RunOptions& options) {
                     std::string(train_.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32"));
   }
   // What stays out of FP8 (the LM head, the kept layers) likewise: in bf16
-  // where the machine's bf16 GEMMs are the faster.
+  // where the machine's bf16 GEMMs are the faster. A run resumed from
+  // before the key existed ran it in f32, and goes on so.
+  if (fp8 && train_.fp8_high_precision_auto && options_.resume &&
+      !config_.Has("train.fp8_high_precision")) {
+    train_.fp8_high_precision_auto = false;
+    config_.Resolve("train.fp8_high_precision", std::string("f32"));
+  }
   if (fp8 && train_.fp8_high_precision_auto) {
     train_.fp8_high_precision_bf16 = AutoPrecision(*peak) == model::Precision::kBF16;
     config_.Resolve("train.fp8_high_precision",

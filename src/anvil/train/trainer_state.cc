@@ -52,6 +52,13 @@ Result<TrainerState> ParseTrainerState(std::string_view text, const std::string&
     st.val_shard_checksum = s.at("val_shard_checksum").get<std::string>();
     st.precision = s.at("precision").get<std::string>();
     if (s.contains("kernels")) st.kernels = s.at("kernels").get<std::string>();
+    if (s.contains("fp8_high_precision")) {
+      st.fp8_high_precision = s.at("fp8_high_precision").get<std::string>();
+      if (st.fp8_high_precision != "bf16" && st.fp8_high_precision != "f32") {
+        return DataLoss(
+            fmt::format("{}: malformed: fp8_high_precision \"{}\"", path, st.fp8_high_precision));
+      }
+    }
     // Absent in checkpoints made before time budgets existed.
     if (s.contains("schedule_planned")) st.schedule_planned = s.at("schedule_planned").get<bool>();
     if (s.contains("fp8_delayed")) {

@@ -29,6 +29,9 @@ struct TrainerState {
   // The kernels its steps ran on (Trainer::kernels; empty in checkpoints
   // made before it was recorded).
   std::string kernels;
+  // FP8 precisions: "bf16" or "f32", what ran the GEMMs kept out of FP8
+  // (empty in checkpoints made before it was recorded: f32).
+  std::string fp8_high_precision;
   bool schedule_planned = false;  // train.steps already fitted to train.time_budget_minutes
   // fp8-delayed: the amax histories and scales (model::Fp8DelayedScaling::Save).
   std::vector<double> fp8_delayed;

@@ -28,6 +28,7 @@ constexpr int64_t kMaxInt8K = 65536;
 // Zero bytes after the last panel: the AMX kernel reads whole tiles of 16
 // lines, up to 15 past a panel's last (against zero activations).
 constexpr size_t kCodesTail = 1024;
+static_assert(kCodesTail >= 15 * 64, "the AMX kernel's last tile reads 15 lines of 64 bytes past");
 
 // The code of v under `inv` (= max_code / amax): round to nearest even,
 // clamped; 0 where the block is not finite (its scale is NaN) or its inverse
