@@ -136,12 +136,18 @@ const gemm_int_internal::RowQuantizer& RowQuantizerFor(Isa isa) {
   return kScalar;
 }
 
-const Kernels& KernelsFor(const KernelCtx& ctx) {
+// The kernels for a call of m rows.
+const Kernels& KernelsFor(const KernelCtx& ctx, int64_t m) {
   const Isa isa = ctx.isa();
   if (isa == Isa::kAvx512 && GetCpuFeatures().avx512_vnni) {
-    // ctx.amx(): the tier is avx512 and the process may use the tiles.
-    return ctx.amx() && GetCpuFeatures().amx_int8 ? gemm_int_internal::AmxKernels()
-                                                  : gemm_int_internal::Avx512Kernels();
+    // ctx.amx(): the tier is avx512 and the process may use the tiles. Fewer
+    // rows than a tile would all take AmxKernels' one-panel VNNI remainder
+    // (12 x 768 x 768: 0.7x), so they take the VNNI kernels, wide ones
+    // included: the same bits.
+    constexpr int64_t kTileRows = 16;
+    return ctx.amx() && GetCpuFeatures().amx_int8 && m >= kTileRows
+               ? gemm_int_internal::AmxKernels()
+               : gemm_int_internal::Avx512Kernels();
   }
   if (isa != Isa::kScalar) {
     return GetCpuFeatures().avx_vnni ? gemm_int_internal::AvxVnniKernels()
@@ -280,7 +286,7 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   CHECK_GE(ldy, w.n()) << "GemmInt: ldy";
   if (a.m == 0) return;
   CHECK(y != nullptr) << "GemmInt: y is null";
-  const Kernels& kernels = KernelsFor(ctx);
+  const Kernels& kernels = KernelsFor(ctx, a.m);
   const bool int4 = w.bits() == IntBits::kInt4;
   const int64_t panels = w.padded_n() / 16, groups = (a.k + kInt4Group - 1) / kInt4Group;
   PanelTask base;
