@@ -136,13 +136,12 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
              t.peak_gflops());
   if (model::IsFp8(tc.precision)) {
     const int64_t kept = tc.fp8_high_precision_layers;
-    fmt::print("fp8: decoded to {} for the dot products; the LM head{} in {}{}\n",
-               tc.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32",
-               kept > 0
-                   ? fmt::format(" and the first and last {} layer{}", kept, kept > 1 ? "s" : "")
-                   : std::string(),
-               tc.fp8_high_precision_bf16 ? "bf16" : "f32",
-               tc.fp8_high_precision_auto ? " (auto: the faster here)" : "");
+    fmt::print(
+        "fp8: decoded to {} for the dot products; the LM head{} in {}{}\n",
+        tc.fp8_decode == kernels::Fp8Decode::kBf16 ? "bf16" : "f32",
+        kept > 0 ? fmt::format(" and the first and last {} layer{}", kept, kept > 1 ? "s" : "")
+                 : std::string(),
+        tc.fp8_high_precision_name(), tc.fp8_high_precision_auto ? " (auto: the faster here)" : "");
   }
   const long available = profile::AvailableMemoryBytes();
   fmt::print("memory: about {:.2f} GiB for weights, grads, optimizer state and activations "

@@ -265,16 +265,11 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     AttentionOutForward(shape, aw, n, x, s.attn.out, y, ctx, block.Linear(kOutSite));
     MlpBlockForward(shape, fw_.Mlp<A>(l), n, y, x, s.mlp, block, ctx);
   }
-  // The head in the form it runs: A's, or bf16 for an FP8 model's bf16 LM head.
   auto head_logits = [&](int64_t rows, const float* in) {
-    auto run = [&](const auto& hw, auto head, const auto& scratch) {
+    fw_.WithHead(s.bf16_head, s.head, s.block, [&](const auto& hw, auto head, const auto& scratch) {
       head.logits = logits;
       HeadLogits(cfg, hw, rows, in, head, scratch, ctx, linear_);
-    };
-    if constexpr (std::is_same_v<A, float>) {
-      if (s.bf16_head) return run(fw_.Head<BF16>(), s.bf16_head->saved, s.bf16_head->scratch);
-    }
-    run(fw_.Head<A>(), s.head, s.block);
+    });
   };
   if (head_rows.empty()) {
     head_logits(n, x);

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <type_traits>
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/kernels/ctx.h"
@@ -46,7 +48,7 @@ struct ForwardWeights {
   bool whole() const { return stage.has_embedding() && stage.has_head(config); }
   // Whether an FP8 precision runs its GEMMs kept out of FP8 (the LM head,
   // the kept layers) in bf16 (Fp8Recipe::high_precision_bf16).
-  bool HighPrecisionBf16() const { return IsFp8(precision) && fp8.high_precision_bf16; }
+  bool HighPrecisionBf16() const { return KeptInBf16(precision, fp8); }
   // Whether layer `layer` runs its GEMMs in FP8.
   bool Fp8Layer(int layer) const;
   // The blocks' weights in the step's precision (A = float or BF16).
@@ -56,6 +58,17 @@ struct ForwardWeights {
   MlpWeights<A> Mlp(int layer) const;
   template <typename A>
   HeadWeights<A> Head() const;
+  // fn(head weights, saved, scratch) with the head in the form it runs: bf16
+  // where `bf16_head` holds an FP8 model's bf16 head (HighPrecisionBf16),
+  // else A's with `saved` and `scratch`.
+  template <typename A, typename Fn>
+  auto WithHead(const std::optional<Bf16Head>& bf16_head, const HeadSaved<A>& saved,
+                const BlockScratch<A>& scratch, Fn&& fn) const {
+    if constexpr (std::is_same_v<A, float>) {
+      if (bf16_head) return fn(Head<BF16>(), bf16_head->saved, bf16_head->scratch);
+    }
+    return fn(Head<A>(), saved, scratch);
+  }
   // Each layer's linear weights (f32 masters, [in, out]) in layer order: QKV,
   // output, gate/up, down (what a LowPrecisionLinear runs).
   void ForEachLinear(const std::function<void(const float* w, int64_t in, int64_t out)>& fn) const;

@@ -62,10 +62,15 @@ struct Fp8Recipe {
   bool high_precision_bf16 = false;
 };
 
+// Whether an FP8 precision runs the GEMMs it keeps out of FP8 in bf16.
+inline bool KeptInBf16(Precision precision, const Fp8Recipe& fp8) {
+  return IsFp8(precision) && fp8.high_precision_bf16;
+}
+
 // Whether a model of `precision` keeps a bf16 copy of its weights: bf16, and
 // the FP8 precisions whose kept GEMMs run in bf16 (the LM head reads the copy).
 inline bool HoldsBf16Weights(Precision precision, const Fp8Recipe& fp8) {
-  return precision == Precision::kBF16 || (IsFp8(precision) && fp8.high_precision_bf16);
+  return precision == Precision::kBF16 || KeptInBf16(precision, fp8);
 }
 
 class Fp8Linear : public LowPrecisionLinear {

@@ -156,10 +156,10 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
     }
     slot.d_resid = f32(n * c);
   }
-  const bool bf16_head = IsFp8(options.precision) && options.fp8.high_precision_bf16;
+  const bool kept_bf16 = KeptInBf16(options.precision, options.fp8);
   if (options.stage.has_head(config) && options.lm_head) {
     const int64_t chunk = std::min(n, options.head_chunk_rows);  // the head's logits rows
-    if (bf16_head) {  // its scratch's dxn is the blocks' (below)
+    if (kept_bf16) {  // its scratch's dxn is the blocks' (below)
       s.bf16_head = Bf16Head{
           .saved = {f32(n), bf16s(n * c), f32(chunk * v), f32(n), f32(n), bf16s(chunk * v)},
           .scratch = {.norm_f32 = f32(n * c)}};
@@ -180,8 +180,7 @@ void Llama::Carve(const ModelConfig& config, const LlamaOptions& options, Alloc&
                act(n * 2 * f)};
   s.scratch.SetLinear(s.fp8.get());
   if (s.bf16_head) s.bf16_head->scratch.dxn = s.scratch.dxn;
-  if (IsFp8(options.precision) && options.fp8.high_precision_bf16 &&
-      options.fp8_high_precision_layers > 0) {
+  if (kept_bf16 && options.fp8_high_precision_layers > 0) {
     s.bf16 = MakeBf16Linear(shape, n, alloc);
   }
   s.scratch_kept = s.scratch;
@@ -192,14 +191,6 @@ template <typename A>
 const BlockScratch<A>& Llama::LayerScratch(const Store<A>& s, int layer) const {
   if (!fw_.Fp8Layer(layer)) return s.scratch_kept;
   return s.layer_scratch.empty() ? s.scratch : s.layer_scratch[layer - first_layer_];
-}
-
-template <typename A, typename Fn>
-auto Llama::WithHead(const Store<A>& s, Fn&& fn) const {
-  if constexpr (std::is_same_v<A, float>) {
-    if (s.bf16_head) return fn(fw_.Head<BF16>(), s.bf16_head->saved, s.bf16_head->scratch);
-  }
-  return fn(fw_.Head<A>(), s.head, s.scratch);
 }
 
 template <>
@@ -334,17 +325,19 @@ LossStats Llama::Evaluate(const kernels::KernelCtx& ctx, const Batch& batch, flo
   }
   hooks.BeforeForward(num_units() - 1);
   if (logits_out != nullptr) {  // straight into the caller's [N, V]
-    WithHead(s, [&](const auto& hw, auto head, const auto& scratch) {
-      head.logits = logits_out;
-      HeadLogits(config_, hw, n, x, head, scratch, ctx);
-    });
+    fw_.WithHead(s.bf16_head, s.head, s.scratch,
+                 [&](const auto& hw, auto head, const auto& scratch) {
+                   head.logits = logits_out;
+                   HeadLogits(config_, hw, n, x, head, scratch, ctx);
+                 });
     return {};
   }
   CHECK_EQ(static_cast<int64_t>(batch.targets.size()), n) << "targets";
-  const auto xs = WithHead(s, [&](const auto& hw, const auto& head, const auto& scratch) {
-    return HeadLoss(config_, hw, n, options_.head_chunk_rows, x, batch.targets.data(), head,
-                    scratch, ctx);
-  });
+  const auto xs = fw_.WithHead(s.bf16_head, s.head, s.scratch,
+                               [&](const auto& hw, const auto& head, const auto& scratch) {
+                                 return HeadLoss(config_, hw, n, options_.head_chunk_rows, x,
+                                                 batch.targets.data(), head, scratch, ctx);
+                               });
   return {xs.loss_sum, xs.valid_rows};
 }
 
@@ -398,12 +391,13 @@ LossStats Llama::RunForward(const kernels::KernelCtx& ctx, int slot_index, const
   hooks.BeforeBackward(head_unit);
   CHECK(batch.loss_weights.empty() || static_cast<int64_t>(batch.loss_weights.size()) == n)
       << "batch.loss_weights holds " << batch.loss_weights.size() << " values for " << n << " rows";
-  const auto xs = WithHead(s, [&](const auto& hw, const auto& head, const auto& scratch) {
-    return HeadForwardBackward(
-        config_, hw, n, options_.head_chunk_rows, slot.resid.back(), targets, loss_scale,
-        batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), head, slot.d_resid,
-        HeadGrads{g_.final_norm, g_.lm_head}, scratch, ctx);
-  });
+  const auto xs = fw_.WithHead(
+      s.bf16_head, s.head, s.scratch, [&](const auto& hw, const auto& head, const auto& scratch) {
+        return HeadForwardBackward(
+            config_, hw, n, options_.head_chunk_rows, slot.resid.back(), targets, loss_scale,
+            batch.loss_weights.empty() ? nullptr : batch.loss_weights.data(), head, slot.d_resid,
+            HeadGrads{g_.final_norm, g_.lm_head}, scratch, ctx);
+      });
   hooks.HeadInput(slot.resid.back(), slot.d_resid, n);
   hooks.Probe("head.d_in", slot.d_resid, nc);
   hooks.GradsReady(unit_begins_[head_unit]);

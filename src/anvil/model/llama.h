@@ -273,10 +273,6 @@ class Llama {
   // (fp8_high_precision_layers) f32 or bf16 ones.
   template <typename A>
   const BlockScratch<A>& LayerScratch(const Store<A>& s, int layer) const;
-  // fn(head weights, saved, scratch) with the head in the form it runs: A's,
-  // or bf16 for an FP8 model's bf16 LM head.
-  template <typename A, typename Fn>
-  auto WithHead(const Store<A>& s, Fn&& fn) const;
   enum class SlotPart : uint8_t { kInput, kOutput, kGrad };
   float* SlotBuffer(int slot, SlotPart which);
   template <typename A>

@@ -94,8 +94,10 @@ TEST(ClipScale, ClipsOnlyAboveMax) {
   EXPECT_NEAR(GlobalNorm(pool, g), 0.25, 1e-5);
 }
 
-TEST(LlamaParamGroups, DecayMatricesNotNorms) {
+// A 2-layer Llama's config (untied: the LM head is a tensor of its own).
+model::ModelConfig SmallLlama() {
   model::ModelConfig mc;
+  mc.tie_embeddings = false;
   mc.dim = 64;
   mc.n_layers = 2;
   mc.n_heads = 4;
@@ -103,6 +105,11 @@ TEST(LlamaParamGroups, DecayMatricesNotNorms) {
   mc.ffn_dim = 48;
   mc.vocab_size = 64;
   mc.max_seq_len = 32;
+  return mc;
+}
+
+TEST(LlamaParamGroups, DecayMatricesNotNorms) {
+  const model::ModelConfig mc = SmallLlama();
   const model::LlamaParams params(mc, false);
   const std::vector<ParamGroup> groups = LlamaParamGroups(params);
   int64_t covered = 0;
@@ -123,15 +130,7 @@ TEST(LlamaParamGroups, DecayMatricesNotNorms) {
 // A trunk without its LM head: the final norm and the untied LM head are in
 // no group (AdamW leaves them as they are), every other tensor is, as before.
 TEST(LlamaParamGroups, ATrunkLeavesItsHeadOut) {
-  model::ModelConfig mc;
-  mc.dim = 64;
-  mc.n_layers = 2;
-  mc.n_heads = 4;
-  mc.n_kv_heads = 2;
-  mc.ffn_dim = 48;
-  mc.vocab_size = 64;
-  mc.max_seq_len = 32;
-  mc.tie_embeddings = false;
+  const model::ModelConfig mc = SmallLlama();
   const model::LlamaParams params(mc, false);
   const std::vector<ParamGroup> groups = LlamaParamGroups(params, /*lm_head=*/false);
   for (const model::ParamInfo& p : params.params()) {

@@ -90,7 +90,7 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
   s["precision"] = model::PrecisionName(train_.precision);
   s["kernels"] = kernels();
   if (model::IsFp8(train_.precision)) {
-    s["fp8_high_precision"] = train_.fp8_high_precision_bf16 ? "bf16" : "f32";
+    s["fp8_high_precision"] = train_.fp8_high_precision_name();
   }
   s["schedule_planned"] = schedule_planned_;
   if (const model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
@@ -210,7 +210,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   // FP8: what the run keeps out of FP8 runs in one format throughout
   // (absent in checkpoints from before the choice: f32).
   if (model::IsFp8(train_.precision)) {
-    const std::string kept = train_.fp8_high_precision_bf16 ? "bf16" : "f32";
+    const std::string kept = train_.fp8_high_precision_name();
     const std::string saved = s.fp8_high_precision.empty() ? "f32" : s.fp8_high_precision;
     if (saved != kept) {
       return InvalidArgument(fmt::format(

@@ -50,6 +50,7 @@ struct TrainConfig {
   // GEMMs outrun f32, AutoPrecision's rule; recorded in the resolved config).
   bool fp8_high_precision_bf16 = false;
   bool fp8_high_precision_auto = true;
+  const char* fp8_high_precision_name() const { return fp8_high_precision_bf16 ? "bf16" : "f32"; }
   // fp8-delayed: train.fp8_amax_history steps of amax per tensor, reduced by
   // train.fp8_amax_reduction "max" or "most_recent" (fp8_delayed_scaling.h).
   int64_t fp8_amax_history = 16;

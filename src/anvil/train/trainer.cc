@@ -185,8 +185,7 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   }
   if (fp8 && train_.fp8_high_precision_auto) {
     train_.fp8_high_precision_bf16 = AutoPrecision(*peak) == model::Precision::kBF16;
-    config_.Resolve("train.fp8_high_precision",
-                    std::string(train_.fp8_high_precision_bf16 ? "bf16" : "f32"));
+    config_.Resolve("train.fp8_high_precision", std::string(train_.fp8_high_precision_name()));
   }
   const bool bf16_dot = train_.fp8_decode == kernels::Fp8Decode::kBf16;
   if (options_.peak_gflops > 0) {
