@@ -29,7 +29,8 @@ struct PostOptions {
 };
 
 // The run config and folder of a new run (--config) or a resumed one (--resume).
-Result<Config> LoadRun(const PostOptions& o, const char* kind, rl::PostRunOptions& run) {
+Result<Config> LoadRun(const PostOptions& o, const char* kind, rl::PostRunOptions& run,
+                       bool prints = true) {
   const bool resume = !o.resume.empty();
   if (resume == !o.config.empty()) {
     return InvalidArgument("give either --config FILE (a new run) or --resume RUN_DIR");
@@ -46,6 +47,7 @@ Result<Config> LoadRun(const PostOptions& o, const char* kind, rl::PostRunOption
   ASSIGN_OR_RETURN(Config config,
                    Config::FromFile(resume ? run.run_dir + "/config.toml" : o.config));
   for (const std::string& s : o.sets) RETURN_IF_ERROR(config.Set(s));
+  if (!prints) return config;  // another trainer rank's
   fmt::print("anvil {}: {} {}, run folder {}\n", kind, resume ? "resuming" : "config",
              resume ? run.run_dir : o.config, run.run_dir);
   std::fflush(stdout);
@@ -113,11 +115,24 @@ int RunSftCommand(const PostOptions& o) {
   return 0;
 }
 
-int RunRlCommand(const PostOptions& o, comm::Group& world);
+int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers);
 
-// Under mpirun (two ranks): rank 0 trains and prints, rank 1 draws the
-// rollouts (rl::ServeRollouts). A failed rank ends the whole job: the other
-// may be waiting for it.
+// The rank that draws the rollouts under this run's config (rl::RolloutRankOf;
+// -1: every rank trains), read as every rank reads it.
+Result<int> RolloutRankOf(const PostOptions& o, int world_size) {
+  const std::string file =
+      o.resume.empty() ? o.config : (std::filesystem::path(o.resume) / "config.toml").string();
+  if (file.empty()) return -1;  // LoadRun names the problem
+  ASSIGN_OR_RETURN(Config config, Config::FromFile(file));
+  for (const std::string& s : o.sets) RETURN_IF_ERROR(config.Set(s));
+  ASSIGN_OR_RETURN(const int64_t staleness, config.GetInt("rl.max_staleness", 0));
+  return rl::RolloutRankOf(staleness, world_size);
+}
+
+// Under mpirun: every rank trains (rl.max_staleness = 0), or all but the last,
+// which draws the rollouts (rl::ServeRollouts, rl.max_staleness = 1); trainer
+// rank 0 prints and writes the run folder. A failed rank ends the whole job:
+// the others may be waiting for it.
 int RunRlInWorld(const PostOptions& o) {
   // The watchdog's limit (comm.timeout_s) is the run's from the rollout
   // setup on (rl::RemoteRollouts::Create).
@@ -125,14 +140,24 @@ int RunRlInWorld(const PostOptions& o) {
   if (!world.ok()) return Fail("rl", world.status());
   comm::Group& w = **world;
   int rc = 0;
-  if (w.rank() == 0) {
-    rc = RunRlCommand(o, w);
+  const Result<int> rollout_rank = w.size() > 1 ? RolloutRankOf(o, w.size()) : Result<int>(-1);
+  if (!rollout_rank.ok()) {
+    rc = w.rank() == 0 ? Fail("rl", rollout_rank.status()) : 1;
+  } else if (w.size() == 1) {
+    rc = RunRlCommand(o, w, nullptr);
   } else {
-    // Ctrl-C: the trainer stops the run at a step's end, then this rank; the
-    // handler keeps a forwarded SIGINT from ending it first.
-    train::InstallSigintHandler();
-    if (const Status s = rl::ServeRollouts(w, 0); !s.ok()) {
-      rc = Fail("rl", s.WithContext(fmt::format("rank {}", w.rank())));
+    const bool trains = w.rank() != *rollout_rank;
+    const std::unique_ptr<comm::Group> trainers =
+        w.Split(trains ? 0 : 1, w.rank(), trains ? "trainers" : "rollouts");
+    if (trains) {
+      rc = RunRlCommand(o, w, trainers.get());
+    } else {
+      // Ctrl-C: the trainer stops the run at a step's end, then this rank; the
+      // handler keeps a forwarded SIGINT from ending it first.
+      train::InstallSigintHandler();
+      if (const Status s = rl::ServeRollouts(w, 0); !s.ok()) {
+        rc = Fail("rl", s.WithContext(fmt::format("rank {}", w.rank())));
+      }
     }
   }
   if (rc != 0 && w.size() > 1) {
@@ -144,58 +169,66 @@ int RunRlInWorld(const PostOptions& o) {
   return rc;
 }
 
-int RunRlCommand(const PostOptions& o, comm::Group& world) {
+int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers) {
   rl::PostRunOptions run;
-  auto config = LoadRun(o, "rl", run);
+  run.trainers = trainers;
+  const bool prints = trainers == nullptr || trainers->rank() == 0;
+  auto config = LoadRun(o, "rl", run, prints);
   if (!config.ok()) return Fail("rl", config.status());
   train::InstallSigintHandler();
   int64_t log_every = 10, total_steps = 0;
   auto summary = rl::RunRl(
       std::move(*config), run,
-      rl::RlHooks{
-          .run = {.on_eval = [](int64_t step, const rl::TaskEval& e) { PrintEval("rl", step, e); },
-                  .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
-                  .stop_requested = [] { return train::SigintReceived(); }},
-          .on_start =
-              [&](const rl::PostRunConfig& rc, int64_t, const std::string& algorithm) {
-                total_steps = rc.steps;
-                log_every = rc.log_every;
-                fmt::print("{} for {} steps\n", algorithm, rc.steps);
-              },
-          .on_step =
-              [&](const rl::RlStepMetrics& m) {
-                if (m.step % log_every != 0 && m.step != total_steps) return;
-                const rl::PolicyStepResult& g = m.policy;
-                // The trainer's time: waiting for rollouts (drawing them, when
-                // colocated) and training.
-                const double busy = std::max(m.rollout_wait_seconds + g.train_seconds, 1e-9);
-                fmt::print(
-                    "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
-                    "clip {:.3f}  kl(ref) {:.4f}  |dlogp| {:g}  kl(rollout) {:g}  rollout {:.0f} "
-                    "tok/s ({:.0f}%{})  train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
-                    m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), g.entropy,
-                    g.mean_completion_tokens, g.clip_fraction, g.kl, g.max_logprob_diff,
-                    g.rollout_kl,
-                    static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
-                    100 * m.rollout_wait_seconds / busy,
-                    g.staleness > 0 ? fmt::format(" waiting, {} step stale", g.staleness) : "",
-                    static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
-                    100 * g.train_seconds / busy, m.seconds);
-                if (m.ppo) {
-                  fmt::print("    value loss {:.4f}  value clip {:.3f}  explained variance {:.3f}  "
-                             "mean value {:.3f}\n",
-                             g.value_loss, g.value_clip_fraction, g.explained_variance,
-                             g.value_mean);
-                }
-                if (g.max_logprob_diff != 0) {  // quantized or stale rollouts: the correction
-                  fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",
-                             g.tis_mean, Percent(g.tis_truncated));
-                }
-                std::fflush(stdout);
-              }},
+      !prints
+          ? rl::RlHooks{.run = {.stop_requested = [] { return train::SigintReceived(); }}}
+          : rl::RlHooks{
+                .run = {.on_eval = [](int64_t step,
+                                      const rl::TaskEval& e) { PrintEval("rl", step, e); },
+                        .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
+                        .stop_requested = [] { return train::SigintReceived(); }},
+                .on_start =
+                    [&](const rl::PostRunConfig& rc, int64_t, const std::string& algorithm) {
+                      total_steps = rc.steps;
+                      log_every = rc.log_every;
+                      fmt::print("{} for {} steps\n", algorithm, rc.steps);
+                    },
+                .on_step =
+                    [&](const rl::RlStepMetrics& m) {
+                      if (m.step % log_every != 0 && m.step != total_steps) return;
+                      const rl::PolicyStepResult& g = m.policy;
+                      // The trainer's time: waiting for rollouts (drawing them, when
+                      // colocated) and training.
+                      const double busy = std::max(m.rollout_wait_seconds + g.train_seconds, 1e-9);
+                      fmt::print(
+                          "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
+                          "clip {:.3f}  kl(ref) {:.4f}  |dlogp| {:g}  kl(rollout) {:g}  rollout "
+                          "{:.0f} "
+                          "tok/s ({:.0f}%{})  train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
+                          m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), g.entropy,
+                          g.mean_completion_tokens, g.clip_fraction, g.kl, g.max_logprob_diff,
+                          g.rollout_kl,
+                          static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
+                          100 * m.rollout_wait_seconds / busy,
+                          g.staleness > 0 ? fmt::format(" waiting, {} step stale", g.staleness)
+                                          : "",
+                          static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
+                          100 * g.train_seconds / busy, m.seconds);
+                      if (m.ppo) {
+                        fmt::print(
+                            "    value loss {:.4f}  value clip {:.3f}  explained variance {:.3f}  "
+                            "mean value {:.3f}\n",
+                            g.value_loss, g.value_clip_fraction, g.explained_variance,
+                            g.value_mean);
+                      }
+                      if (g.max_logprob_diff != 0) {  // quantized or stale rollouts: the correction
+                        fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",
+                                   g.tis_mean, Percent(g.tis_truncated));
+                      }
+                      std::fflush(stdout);
+                    }},
       &world);
   if (!summary.ok()) return Fail("rl", summary.status());
-  PrintSummary("rl", *summary, run.run_dir);
+  if (prints) PrintSummary("rl", *summary, run.run_dir);
   return 0;
 }
 
@@ -223,7 +256,7 @@ void AddRlCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "rl",
       "GRPO/PPO post-training on a task with verifiable rewards, exactly on-policy (under "
-      "mpirun -np 2 with rl.max_staleness = 1, rank 1 draws the rollouts)");
+      "mpirun every rank trains; with rl.max_staleness = 1 the last one draws the rollouts)");
   AddPostOptions(cmd, *o, "Run config (TOML: [task], [rl] with rl.init, [optim])");
   cmd->callback([o] {
     if (const int rc = RunRlInWorld(*o); rc != 0) throw CLI::RuntimeError(rc);

@@ -4,9 +4,10 @@
 # for bit: every metric but the timings, the final weights and the rollout
 # snapshot; for GRPO in f32 and bf16 and for PPO with a stop string. A run
 # resumed under mpirun from its step-2 checkpoint ends where the
-# uninterrupted one does. Layouts the job cannot have are refused, as is a
-# rollout rank on other kernels than the trainer's, and a rank
-# that keeps the other waiting past comm.timeout_s is named by the watchdog.
+# uninterrupted one does. Several trainer ranks train as one process with
+# as many micro-batches (below). A rank on other kernels than trainer rank
+# 0's is refused, and a rank that keeps the other waiting past
+# comm.timeout_s is named by the watchdog.
 # Usage: mpi_rollouts_test.sh REPO ANVIL
 set -uo pipefail
 repo=$1 anvil=$2
@@ -40,7 +41,8 @@ if a != b:
             sys.exit(f"{x}\n{y}")
     sys.exit(f"{len(a)} vs {len(b)} lines")
 EOF
-  for f in model.safetensors rollout_snapshot.safetensors; do
+  for f in model.safetensors rollout_snapshot.safetensors critic.safetensors value_head.safetensors; do
+    [ -e "$1/step_4/$f" ] || [ -e "$2/step_4/$f" ] || continue
     cmp -s "$1/step_4/$f" "$2/step_4/$f" || fail "$f differs: $1 $2"
   done
 }
@@ -74,15 +76,64 @@ mpi 2 rl --resume "$work/resumed" > "$work/resumed.log" 2>&1 \
   || { cat "$work/resumed.log"; fail "resume on two ranks"; }
 same "$work/grpo-1" "$work/resumed"
 
-# Refused: two ranks without asynchronous rollouts, three ranks.
-if mpi 2 rl "${rl[@]}" --out "$work/colocated" --set rl.max_staleness=0 > "$work/colocated.log" 2>&1; then
-  fail "two ranks ran colocated rollouts"
-fi
-grep -q "needs rl.max_staleness = 1" "$work/colocated.log" || { cat "$work/colocated.log"; fail "colocated message"; }
-if mpi 3 rl "${rl[@]}" --out "$work/three" > "$work/three.log" 2>&1; then fail "three ranks ran"; fi
-grep -q "got 3 ranks" "$work/three.log" || { cat "$work/three.log"; fail "three-rank message"; }
+# Data parallel trainers: N ranks with rl.grad_accum = A train as one process
+# with N x A (the same slots, folded in the same order), colocated (every
+# rank draws its share of the prompts) and beside a rollout rank (the last),
+# with two updates a step (each recomputes its log-probabilities on shares)
+# and for PPO with either critic.
+dp=(--set rl.minibatches=2 --set rl.epochs=2)
+dp_pair() {  # dp_pair NAME NP SLOTS [sets...]: one process with SLOTS micro-batches vs NP ranks
+  local name=$1 np=$2 slots=$3
+  shift 3
+  "$anvil" rl "${rl[@]}" "${dp[@]}" --out "$work/$name-1" "$@" --set rl.grad_accum="$slots" \
+    > "$work/$name-1.log" 2>&1 || { cat "$work/$name-1.log"; fail "$name on one process"; }
+  mpi "$np" rl "${rl[@]}" "${dp[@]}" --out "$work/$name-n" "$@" > "$work/$name-n.log" 2>&1 \
+    || { cat "$work/$name-n.log"; fail "$name on $np ranks"; }
+  grep -q "an update's gradient folds $slots slots" "$work/$name-n.log" \
+    || { cat "$work/$name-n.log"; fail "$name banner"; }
+  same "$work/$name-1" "$work/$name-n"
+}
+dp_pair dp-colocated 2 2 --set rl.max_staleness=0
+dp_pair dp-rollout-rank 3 4 --set rl.grad_accum=2
+dp_pair dp-ppo 2 2 --set rl.max_staleness=0 --set rl.algorithm='"ppo"'
+dp_pair dp-critic 2 2 --set rl.max_staleness=0 --set rl.algorithm='"ppo"' --set rl.critic='"separate"'
+grep -q "rollouts drawn on rank 2" "$work/dp-rollout-rank-n.log" || fail "three ranks: rollout rank"
+# The slots change the order of the sums, not the gradient: one slot gives
+# other bits than two, but the first update's gradient norm and losses
+# within float rounding (a slot weighting its tokens by its own count, or
+# dropping one, would be far off).
+one_slot() {  # one_slot NAME [sets...]: NAME-1's run with one slot
+  local name=$1
+  shift
+  "$anvil" rl "${rl[@]}" "${dp[@]}" --out "$work/$name-one" "$@" \
+    > "$work/$name-one.log" 2>&1 || { cat "$work/$name-one.log"; fail "$name with one slot"; }
+  if cmp -s "$work/$name-one/step_4/model.safetensors" "$work/$name-1/step_4/model.safetensors"
+  then
+    fail "$name: one slot and two trained to the same weights"
+  fi
+  /usr/bin/python3 - "$work/$name-one/metrics.jsonl" "$work/$name-1/metrics.jsonl" <<'EOF' \
+    || fail "$name: two slots' gradient is not one slot's"
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if '"lr"' in l][0] for p in sys.argv[1:])
+for key in ("grad_norm", "loss", "value_loss"):
+    if key in a and abs(a[key] - b[key]) > 1e-5 * max(abs(a[key]), 1e-3):
+        sys.exit(f"step 1 {key}: one slot {a[key]}, two {b[key]}")
+EOF
+}
+one_slot dp-colocated --set rl.max_staleness=0
+one_slot dp-ppo --set rl.max_staleness=0 --set rl.algorithm='"ppo"'
+# A resume on another count of slots runs, and says its bits part.
+cp -r "$work/dp-colocated-n" "$work/dp-resumed"
+rm -rf "$work/dp-resumed/step_4"
+echo step_2 > "$work/dp-resumed/latest"
+"$anvil" rl --resume "$work/dp-resumed" > "$work/dp-resumed.log" 2>&1 \
+  || { cat "$work/dp-resumed.log"; fail "resume on one process"; }
+grep -q "folded over 2 slots, now 1" "$work/dp-resumed.log" \
+  || { cat "$work/dp-resumed.log"; fail "slots note"; }
+
 # A rollout rank on other kernels than the trainer's (here the scalar tier)
-# would give other log-probabilities: refused at setup.
+# would give other log-probabilities, a trainer rank on others other
+# gradients: refused at setup.
 if [ "${ANVIL_ISA:-}" != scalar ]; then
   lower='[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && export ANVIL_ISA=scalar; exec "$0" "$@"'
   if "$repo/scripts/mpirun_test.sh" 2 bash -c "$lower" "$anvil" rl "${rl[@]}" --out "$work/tiers" \
@@ -92,6 +143,13 @@ if [ "${ANVIL_ISA:-}" != scalar ]; then
   fi
   grep -q "runs the scalar kernels, the trainer" "$work/tiers.log" \
     || { cat "$work/tiers.log"; fail "kernels message"; }
+  if "$repo/scripts/mpirun_test.sh" 2 bash -c "$lower" "$anvil" rl "${rl[@]}" \
+       --out "$work/trainer-tiers" --set rl.max_staleness=0 > "$work/trainer-tiers.log" 2>&1
+  then
+    fail "a trainer rank on other kernels ran"
+  fi
+  grep -q "trainer rank 1 runs the scalar kernels" "$work/trainer-tiers.log" \
+    || { cat "$work/trainer-tiers.log"; fail "trainer kernels message"; }
 fi
 # A rank that does not answer within comm.timeout_s is named by the
 # watchdog, which ends the job (1 ms: rank 1 waits longer than that for the

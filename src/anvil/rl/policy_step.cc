@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/profile/trace.h"
+#include "anvil/rl/trainer_ranks.h"
 
 namespace anvil::rl {
 namespace {
@@ -93,6 +95,15 @@ TrainRows BuildRows(std::span<const std::vector<int32_t>> prompts,
   return b;
 }
 
+// Per-row values, row after row, into `out` (at least their count).
+void Flatten(const std::vector<std::vector<double>>& rows, std::span<double> out) {
+  size_t at = 0;
+  for (const std::vector<double>& row : rows) {
+    std::copy(row.begin(), row.end(), out.begin() + static_cast<int64_t>(at));
+    at += row.size();
+  }
+}
+
 template <typename T>
 std::span<const T> Slice(const std::vector<T>& v, int64_t begin, int64_t end) {
   if (v.empty()) return {};
@@ -103,14 +114,18 @@ std::span<const T> Slice(const std::vector<T>& v, int64_t begin, int64_t end) {
 
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
                                   std::span<const std::vector<int32_t>> prompts, int64_t step,
-                                  const std::atomic<bool>* cancel) {
+                                  const std::atomic<bool>* cancel, int64_t step_prompts,
+                                  int64_t first_prompt) {
   ANVIL_TRACE_ZONE("rollouts");
   Rollouts r;
   r.sampling = engine.options().sampling;
   r.group_size = engine.options().samples;
   RETURN_IF_ERROR(CheckSampling(r.sampling));
-  ASSIGN_OR_RETURN(r.samples, engine.Generate(ctx, prompts, &r.stats,
-                                              static_cast<uint32_t>(step * prompts.size()), cancel));
+  if (step_prompts < 0) step_prompts = static_cast<int64_t>(prompts.size());
+  ASSIGN_OR_RETURN(
+      r.samples,
+      engine.Generate(ctx, prompts, &r.stats,
+                      static_cast<uint32_t>(step * step_prompts + first_prompt), cancel));
   return r;
 }
 
@@ -134,9 +149,17 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
                                          std::span<const std::vector<int32_t>> prompts,
                                          const Rollouts& rollouts, const RewardFn& reward,
                                          const PolicyStepConfig& config, model::Llama* reference,
-                                         const Critic& critic) {
+                                         const Critic& critic, TrainerRanks* trainer_ranks) {
   ANVIL_TRACE_ZONE("policy_update");
   RETURN_IF_ERROR(CheckStep(rollouts, prompts.size(), config, reference, critic));
+  std::unique_ptr<comm::Group> alone;
+  std::unique_ptr<TrainerRanks> own_ranks;
+  if (trainer_ranks == nullptr) {
+    alone = comm::MakeLocalGroup("trainer");
+    own_ranks = std::make_unique<TrainerRanks>(*alone, 1, model, critic.trunk, ctx.pool());
+    trainer_ranks = own_ranks.get();
+  }
+  TrainerRanks& ranks = *trainer_ranks;
   const infer::SamplingConfig& sampling = rollouts.sampling;
   const std::vector<infer::RolloutSample>& samples = rollouts.samples;
   const int group_size = rollouts.group_size;
@@ -183,6 +206,12 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
     kept_reward.push_back(rewards[i]);
   }
   const TrainRows rows = BuildRows(prompts, kept, model.config().max_seq_len);
+  // The recomputes below run on this rank's share of the rows, whose
+  // results every rank then gathers (rows are batch invariant: the bits of
+  // one call over all of them).
+  const auto [share0, share1] = ranks.Share(rows.rows);
+  const std::span<const infer::RolloutSample> share =
+      std::span<const infer::RolloutSample>(kept).subspan(share0, share1 - share0);
   // PPO: the critic's values of every trained position before the updates,
   // read from the LM head's input of the log-prob recompute's forward (the
   // features a separate forward would give, bit for bit: rows are batch
@@ -194,8 +223,9 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   if (ppo) {
     values_hook = [&](const float* x, size_t first, int64_t n_rows, int64_t t_len) {
       call_where.clear();
+      const int64_t row0 = share0 + static_cast<int64_t>(first);
       for (int64_t q = 0; q < n_rows; ++q) {
-        const infer::RolloutSample& s = kept[first + q];
+        const infer::RolloutSample& s = kept[row0 + q];
         const int64_t start = q * t_len + static_cast<int64_t>(prompts[s.request].size()) - 1;
         for (size_t j = 0; j < s.tokens.size(); ++j) {
           call_where.push_back(start + static_cast<int64_t>(j));
@@ -203,34 +233,40 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
       }
       critic.head->Values(
           x, call_where,
-          std::span<double>(values_old).subspan(rows.first[first], call_where.size()));
+          std::span<double>(values_old).subspan(rows.first[row0], call_where.size()));
     };
   }
   // logp_old: the trainer's policy when the samples were drawn (the first
   // update's logp); behaviour: the sampler's (equal, bit for bit, unless the
   // rollouts ran quantized on purpose); ref: the reference's.
   const bool separate = ppo && critic.trunk != nullptr;
-  ASSIGN_OR_RETURN(
-      const std::vector<std::vector<double>> recomputed,
-      infer::RecomputeLogProbs(model, ctx, prompts, kept, sampling,
-                               separate ? infer::HeadInputFn(nullptr) : values_hook));
-  if (separate) {
-    RETURN_IF_ERROR(infer::ForwardHeadInputs(*critic.trunk, ctx, prompts, kept, values_hook));
+  std::vector<double> logp_old(rows.where.size()), ref(reference != nullptr ? logp_old.size() : 0);
+  if (!share.empty()) {
+    ASSIGN_OR_RETURN(
+        const std::vector<std::vector<double>> recomputed,
+        infer::RecomputeLogProbs(model, ctx, prompts, share, sampling,
+                                 separate ? infer::HeadInputFn(nullptr) : values_hook));
+    Flatten(recomputed, std::span<double>(logp_old).subspan(rows.first[share0]));
+    if (separate) {
+      RETURN_IF_ERROR(infer::ForwardHeadInputs(*critic.trunk, ctx, prompts, share, values_hook));
+    }
+    if (reference != nullptr) {
+      ASSIGN_OR_RETURN(const std::vector<std::vector<double>> reference_logp,
+                       infer::RecomputeLogProbs(*reference, ctx, prompts, share, sampling));
+      Flatten(reference_logp, std::span<double>(ref).subspan(rows.first[share0]));
+    }
   }
-  std::vector<std::vector<double>> reference_logp;
-  if (reference != nullptr) {
-    ASSIGN_OR_RETURN(reference_logp,
-                     infer::RecomputeLogProbs(*reference, ctx, prompts, kept, sampling));
+  for (std::vector<double>* v : {&logp_old, &values_old, &ref}) {
+    if (!v->empty()) ranks.GatherShares(rows.first, *v);
   }
-  std::vector<double> logp_old, behaviour, ref, advantage;
+  std::vector<double> behaviour, advantage;
   for (size_t k = 0; k < kept.size(); ++k) {
-    const std::vector<double>& now = recomputed[k];
-    for (size_t j = 0; j < now.size(); ++j) {
-      logp_old.push_back(now[j]);
-      behaviour.push_back(kept[k].logprobs[j]);
-      if (reference != nullptr) ref.push_back(reference_logp[k][j]);
+    const std::vector<double>& sampled = kept[k].logprobs;
+    for (size_t j = 0; j < sampled.size(); ++j) {
+      const double now = logp_old[behaviour.size()];
+      behaviour.push_back(sampled[j]);
       advantage.push_back(kept_advantage[k]);  // PPO: 0 until GAE below
-      r.max_logprob_diff = std::max(r.max_logprob_diff, std::fabs(now[j] - kept[k].logprobs[j]));
+      r.max_logprob_diff = std::max(r.max_logprob_diff, std::fabs(now - sampled[j]));
     }
   }
   r.tokens = static_cast<int64_t>(logp_old.size());
@@ -244,10 +280,21 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   const int64_t capacity =
       model.options().max_batch *
       (model.options().max_seq_len > 0 ? model.options().max_seq_len : model.config().max_seq_len);
-  if (rows.rows * t_len > capacity) {
-    return InvalidArgument(
-        fmt::format("{} rows of {} positions exceed the model's {} (LlamaOptions max_batch)",
-                    rows.rows, t_len, capacity));
+  // Every slot's rows must fit the model (every rank checks them all: they
+  // stop together).
+  int64_t most_rows = 0;
+  for (int mb = 0; mb < config.minibatches; ++mb) {
+    const int64_t r0 = rows.rows * mb / config.minibatches;
+    const int64_t r1 = rows.rows * (mb + 1) / config.minibatches;
+    for (int slot = 0; slot < ranks.slots(); ++slot) {
+      const auto [a, b] = ranks.SlotRows(r0, r1, slot);
+      most_rows = std::max(most_rows, b - a);
+    }
+  }
+  if (most_rows * t_len > capacity) {
+    return InvalidArgument(fmt::format(
+        "{} rows of {} positions in a micro-batch exceed the model's {} (LlamaOptions max_batch)",
+        most_rows, t_len, capacity));
   }
 
   // PPO: GAE's advantages and returns from the values, sample by sample.
@@ -266,12 +313,82 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
     r.explained_variance = ExplainedVariance(returns, values_old);
   }
 
-  // The updates: `epochs` passes, each over `minibatches` contiguous shares of the rows.
+  // The updates: `epochs` passes, each over `minibatches` contiguous shares
+  // of the rows, each share's gradient folded over its slots (trainer_ranks.h).
   std::vector<float> token_weights(logp_old.size());
   std::vector<float> weights;
   std::vector<double> values_now, dv;
   std::vector<int64_t> local_where;
   model::LlamaParams& params = model.params();
+  // Backward of this rank's slots of the update's rows [r0, r1) through `m`,
+  // reduced by `dp`; with `values`, the value loss at m's features too, the
+  // value head's gradient left in its grads. Returns the reduced gradient.
+  auto backward_slots = [&](model::Llama& m, parallel::DataParallel& dp, bool values, int64_t r0,
+                            int64_t r1, ValueLossStats& value_stats) {
+    const int64_t k0 = rows.first[r0], k1 = rows.first[r1];
+    // A slot's value-head gradient, then its value loss and clipped share.
+    const int64_t width = values ? static_cast<int64_t>(critic.head->grads().size()) + 2 : 0;
+    std::vector<double> slot_values(static_cast<size_t>(ranks.grad_accum() * width));
+    for (int i = 0; i < ranks.grad_accum(); ++i) {
+      const auto [a, b] = ranks.SlotRows(r0, r1, i * ranks.size() + ranks.rank());
+      dp.BeginMicroBatch(i);  // waits for the reductions still reading the grads
+      m.ZeroGrads(ctx);
+      if (values) critic.head->ZeroGrads();
+      ValueLossStats vs;
+      if (a == b) {
+        dp.OnGradsReady(0);  // a slot without rows adds zeros
+      } else {
+        const int64_t ka = rows.first[a], kb = rows.first[b];
+        const int64_t base = a * t_len, n = (b - a) * t_len;
+        weights.assign(n, 0.0f);
+        local_where.clear();
+        for (int64_t k = ka; k < kb; ++k) {
+          weights[rows.where[k] - base] = token_weights[k];
+          local_where.push_back(rows.where[k] - base);
+        }
+        model::StepHooks hooks;
+        hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
+        if (values) {
+          hooks.head_input = [&](const float* x, float* dx, int64_t) {
+            values_now.resize(local_where.size());
+            dv.resize(local_where.size());
+            critic.head->Values(x, local_where, values_now);
+            vs = ValueLoss(values_now, Slice(values_old, ka, kb), Slice(returns, ka, kb),
+                           config.ppo, dv, /*total=*/k1 - k0);
+            critic.head->Backward(x, local_where, dv, dx);
+          };
+        }
+        const model::Batch batch{.rows = b - a,
+                                 .seq_len = t_len,
+                                 .tokens = std::span<const int32_t>(rows.tokens).subspan(base, n),
+                                 .targets = std::span<const int32_t>(rows.targets).subspan(base, n),
+                                 .loss_weights = weights};
+        m.ForwardBackward(ctx, batch, /*loss_scale=*/1.0f, hooks);
+      }
+      if (values) {
+        double* out = slot_values.data() + i * width;
+        const std::span<const float> g = critic.head->grads();
+        std::copy(g.begin(), g.end(), out);
+        out[width - 2] = vs.loss;
+        out[width - 1] = vs.clip_fraction;
+      }
+    }
+    const std::span<const float> grads = dp.FinishReduction();
+    if (values) {  // the slots' value-head gradients and losses, folded in slot order
+      const std::vector<double> all = ranks.AllSlots(slot_values, width);
+      const std::span<float> g = critic.head->grads();
+      value_stats = {};
+      for (int slot = 0; slot < ranks.slots(); ++slot) {
+        const double* in = all.data() + slot * width;
+        for (size_t j = 0; j < g.size(); ++j) {
+          g[j] = slot == 0 ? static_cast<float>(in[j]) : g[j] + static_cast<float>(in[j]);
+        }
+        value_stats.loss += in[width - 2];
+        value_stats.clip_fraction += in[width - 1];
+      }
+    }
+    return grads;
+  };
   r.tis_mean = 0;  // summed over the updates below
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     for (int mb = 0; mb < config.minibatches; ++mb) {
@@ -281,65 +398,43 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
       const int64_t k0 = rows.first[r0], k1 = rows.first[r1];
       std::vector<double> logp_now;
       if (r.updates > 0) {  // the weights moved: this share's log-probs now
-        ASSIGN_OR_RETURN(
-            const std::vector<std::vector<double>> now,
-            infer::RecomputeLogProbs(
-                model, ctx, prompts,
-                std::span<const infer::RolloutSample>(kept).subspan(r0, r1 - r0), sampling));
-        for (const std::vector<double>& lp : now)
-          logp_now.insert(logp_now.end(), lp.begin(), lp.end());
+        logp_now.resize(k1 - k0);
+        const auto [a, b] = ranks.Share(r1 - r0);
+        if (b > a) {
+          ASSIGN_OR_RETURN(
+              const std::vector<std::vector<double>> now,
+              infer::RecomputeLogProbs(
+                  model, ctx, prompts,
+                  std::span<const infer::RolloutSample>(kept).subspan(r0 + a, b - a), sampling));
+          Flatten(now, std::span<double>(logp_now).subspan(rows.first[r0 + a] - k0));
+        }
+        ranks.GatherShares(std::span<const int64_t>(rows.first).subspan(r0, r1 - r0 + 1), logp_now);
       }
       const std::span<float> tw = std::span<float>(token_weights).subspan(k0, k1 - k0);
       const PolicyTokenStats st = PolicyTokenWeights(
           r.updates > 0 ? std::span<const double>(logp_now) : Slice(logp_old, k0, k1),
           Slice(logp_old, k0, k1), Slice(ref, k0, k1), Slice(behaviour, k0, k1),
           Slice(advantage, k0, k1), loss_config, tw);
-      const int64_t base = r0 * t_len, n = (r1 - r0) * t_len;
-      weights.assign(n, 0.0f);
-      local_where.clear();
-      for (int64_t k = k0; k < k1; ++k) {
-        weights[rows.where[k] - base] = token_weights[k];
-        local_where.push_back(rows.where[k] - base);
-      }
-      model::StepHooks value_hooks;
       ValueLossStats vs;
-      if (ppo) {
-        critic.head->ZeroGrads();
-        value_hooks.head_input = [&](const float* x, float* dx, int64_t) {
-          values_now.resize(local_where.size());
-          dv.resize(local_where.size());
-          critic.head->Values(x, local_where, values_now);
-          vs = ValueLoss(values_now, Slice(values_old, k0, k1), Slice(returns, k0, k1), config.ppo,
-                         dv);
-          critic.head->Backward(x, local_where, dv, dx);
-        };
-      }
-      const model::Batch batch{.rows = r1 - r0,
-                               .seq_len = t_len,
-                               .tokens = std::span<const int32_t>(rows.tokens).subspan(base, n),
-                               .targets = std::span<const int32_t>(rows.targets).subspan(base, n),
-                               .loss_weights = weights};
-      model.ZeroGrads(ctx);
-      model.ForwardBackward(ctx, batch, /*loss_scale=*/1.0f,
-                            separate ? model::StepHooks{} : value_hooks);
-      double norm = optim::GlobalNorm(ctx.pool(), params.grads());
+      const std::span<const float> grads =
+          backward_slots(model, ranks.policy_dp(), ppo && !separate, r0, r1, vs);
+      double norm = optim::GlobalNorm(ctx.pool(), grads);
       if (ppo && !separate) {
         norm = std::hypot(norm, optim::GlobalNorm(ctx.pool(), critic.head->grads()));
       }
       const float clip_scale = optim::ClipScale(norm, grad_clip);
-      adamw.Step(ctx, lr, clip_scale, params.weights(), params.grads(), params.bf16());
+      adamw.Step(ctx, lr, clip_scale, params.weights(), grads, params.bf16());
       if (separate) {
         // The critic's own step: the value loss's gradient at its features
         // (it has no LM head), clipped on its own norm.
         model::LlamaParams& cp = critic.trunk->params();
-        critic.trunk->ZeroGrads(ctx);
-        critic.trunk->ForwardBackward(ctx, batch, /*loss_scale=*/1.0f, value_hooks);
-        const double critic_norm =
-            std::hypot(optim::GlobalNorm(ctx.pool(), cp.grads()),
-                       optim::GlobalNorm(ctx.pool(), critic.head->grads()));
+        const std::span<const float> critic_grads =
+            backward_slots(*critic.trunk, *ranks.critic_dp(), /*values=*/true, r0, r1, vs);
+        const double critic_norm = std::hypot(optim::GlobalNorm(ctx.pool(), critic_grads),
+                                              optim::GlobalNorm(ctx.pool(), critic.head->grads()));
         const float critic_clip = optim::ClipScale(critic_norm, grad_clip);
         critic.trunk_adamw->Step(ctx, lr * critic.trunk_lr_ratio, critic_clip, cp.weights(),
-                                 cp.grads(), cp.bf16());
+                                 critic_grads, cp.bf16());
         critic.adamw->Step(ctx, lr * critic.lr_ratio, critic_clip, critic.head->params(),
                            critic.head->grads(), {});
       } else if (ppo) {

@@ -46,6 +46,8 @@
 
 namespace anvil::rl {
 
+class TrainerRanks;
+
 struct PolicyStepConfig {
   PolicyLossConfig loss;
   PpoConfig ppo;        // loss.advantage kGae only
@@ -68,10 +70,13 @@ struct Rollouts {
 // Draws step `step`'s samples (requests step * prompts.size() + i) with
 // `engine`, which must sample the policy itself: temperature 1, no top-k or
 // top-p (the training forward's cross-entropy is the untempered softmax).
-// `cancel`: as RolloutEngine::Generate's.
+// `cancel`: as RolloutEngine::Generate's. A share of the step's prompts
+// (trainer_ranks.h) gives the step's prompt count, `step_prompts`, and its
+// first prompt's index: its requests are the whole step's.
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
                                   std::span<const std::vector<int32_t>> prompts, int64_t step,
-                                  const std::atomic<bool>* cancel = nullptr);
+                                  const std::atomic<bool>* cancel = nullptr,
+                                  int64_t step_prompts = -1, int64_t first_prompt = 0);
 
 // PPO's critic: the value head and its optimizer, owned by the caller. The
 // head reads the policy's own features (the trunk learns from the policy
@@ -125,14 +130,16 @@ using RewardFn = std::function<double(int64_t request, const infer::RolloutSampl
 // prompts.size() * G rows of its max_seq_len (LlamaOptions max_batch);
 // `adamw` updates its parameters. `reference`: null, or a model of the same
 // shape (any max_batch) that is never updated. `critic`: for PPO
-// (config.loss.advantage kGae) and only then.
+// (config.loss.advantage kGae) and only then. `ranks`: the ranks training
+// together, each with the same rollouts (trainer_ranks.h; null: this
+// process alone, each update in one forward/backward).
 Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adamw, double lr,
                                          double grad_clip, const kernels::KernelCtx& ctx,
                                          std::span<const std::vector<int32_t>> prompts,
                                          const Rollouts& rollouts, const RewardFn& reward,
                                          const PolicyStepConfig& config,
                                          model::Llama* reference = nullptr,
-                                         const Critic& critic = {});
+                                         const Critic& critic = {}, TrainerRanks* ranks = nullptr);
 
 // Colocated and on-policy: GenerateRollouts with `engine` over `model`'s own
 // weights, then TrainOnRollouts.

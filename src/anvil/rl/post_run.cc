@@ -3,11 +3,11 @@
 
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "anvil/core/check.h"
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
 
@@ -100,6 +100,8 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
 
 Status PostRun::Start() {
   RETURN_IF_ERROR(config_.CheckAllUsed());
+  watch_.Reset();
+  if (!writer()) return Status::Ok();
   std::error_code ec;
   std::filesystem::create_directories(options_.run_dir, ec);
   if (ec) {
@@ -110,29 +112,36 @@ Status PostRun::Start() {
   const std::string metrics = options_.run_dir + "/metrics.jsonl";
   if (!options_.resume) std::filesystem::remove(metrics, ec);  // a failed run's lines
   ASSIGN_OR_RETURN(metrics_, train::MetricsWriter::Open(metrics, options_.resume ? step_ : -1));
-  watch_.Reset();
   return Status::Ok();
 }
 
 bool PostRun::Done(const PostRunHooks& hooks) {
-  if (step_ >= run_.steps) return true;
-  if (hooks.stop_requested && hooks.stop_requested()) {
-    stopped_early_ = true;
-    if (hooks.on_message) hooks.on_message(fmt::format("stop requested at step {}", step_));
-    return true;
+  enum Reason : int { kGoOn, kAllSteps, kStopRequested, kMaxMinutes };
+  int reason = kGoOn;
+  if (step_ >= run_.steps) {
+    reason = kAllSteps;
+  } else if (hooks.stop_requested && hooks.stop_requested()) {
+    reason = kStopRequested;
+  } else if (run_.max_minutes > 0 && watch_.Seconds() > run_.max_minutes * 60) {
+    reason = kMaxMinutes;
   }
-  if (run_.max_minutes > 0 && watch_.Seconds() > run_.max_minutes * 60) {
-    stopped_early_ = true;
+  if (options_.trainers != nullptr && options_.trainers->size() > 1) {
+    options_.trainers->Broadcast(std::span<int>(&reason, 1), 0);
+  }
+  if (reason == kStopRequested) {
+    if (hooks.on_message) hooks.on_message(fmt::format("stop requested at step {}", step_));
+  } else if (reason == kMaxMinutes) {
     if (hooks.on_message) {
       hooks.on_message(fmt::format("{}.max_minutes = {} reached at step {} of {}", kind_,
                                    run_.max_minutes, step_, run_.steps));
     }
-    return true;
   }
-  return false;
+  stopped_early_ = reason == kStopRequested || reason == kMaxMinutes;
+  return reason != kGoOn;
 }
 
 Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
+  CHECK(writer()) << "held-out evaluation is trainer rank 0's";
   ASSIGN_OR_RETURN(TaskEval e, EvaluateHeldOut(*policy_, run_.task, run_.eval_problems,
                                                run_.eval_batch, run_.max_new));
   nlohmann::ordered_json j;
@@ -150,7 +159,7 @@ Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
 }
 
 Status PostRun::AfterStep(const PostRunHooks& hooks) {
-  if (step_ >= run_.steps) return Status::Ok();
+  if (step_ >= run_.steps || !writer()) return Status::Ok();
   if (run_.eval_every > 0 && step_ % run_.eval_every == 0) {
     RETURN_IF_ERROR(Evaluate(hooks).status());
   }
@@ -162,8 +171,8 @@ Status PostRun::AfterStep(const PostRunHooks& hooks) {
 
 Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
-  if (last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
-  if (last_saved_step_ != step_) {
+  if (writer() && last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
+  if (writer() && last_saved_step_ != step_) {
     RETURN_IF_ERROR(Save(extra_state ? extra_state(*last_eval_) : "").status());
   }
   PostRunSummary s;
@@ -184,6 +193,7 @@ std::optional<double> PostRun::ResumedNumber(const std::string& key) const {
 }
 
 Result<std::string> PostRun::Save(const std::string& extra_state) {
+  CHECK(writer()) << "checkpoints are trainer rank 0's";
   std::string state = fmt::format(
       "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
       "  \"task\": \"{}\"",

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "anvil/comm/group.h"
 #include "anvil/core/clock.h"
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
@@ -33,6 +34,10 @@ namespace anvil::rl {
 struct PostRunOptions {
   std::string run_dir;
   bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
+  // The ranks that train together (rl/trainer_ranks.h; null: this process
+  // alone). Rank 0 writes the run folder, evaluates and decides when the run
+  // stops; the others load the same checkpoints and follow.
+  comm::Group* trainers = nullptr;
 };
 
 // What a run reports as it goes (the command prints them).
@@ -69,24 +74,28 @@ class PostRun {
   Policy& policy() { return *policy_; }
   optim::AdamW& adamw() { return *adamw_; }
   const std::string& run_dir() const { return options_.run_dir; }
+  // Whether this process writes the run folder and evaluates (trainer rank 0).
+  bool writer() const { return options_.trainers == nullptr || options_.trainers->rank() == 0; }
   int64_t step() const { return step_; }  // steps done
   int64_t first_step() const { return first_step_; }
   // The checkpoint the policy was loaded from: rl.init / sft.init for a new
   // run, the run's own latest for a resumed one (empty: fresh weights).
   const std::string& loaded_from() const { return loaded_from_; }
 
-  // Checks that every key was read, writes config.toml, opens metrics.jsonl
-  // (a new run's starts empty).
+  // Checks that every key was read; the writer writes config.toml and opens
+  // metrics.jsonl (a new run's starts empty).
   Status Start();
   double LrAt(int64_t step) const { return schedule_->LrAt(step); }
   void StepDone() { ++step_; }
   // Whether the loop should end before the next step: steps done, a stop
-  // request or <kind>.max_minutes (said through on_message once).
+  // request or <kind>.max_minutes (said through on_message once); the
+  // writer's decision on every trainer rank.
   bool Done(const PostRunHooks& hooks);
   // Held-out accuracy now, recorded in metrics.jsonl and passed to on_eval.
   Result<TaskEval> Evaluate(const PostRunHooks& hooks);
   // After a step: the evaluation and the checkpoint <kind>.eval_every and
-  // <kind>.checkpoint_every ask for (none at the last step: Finish does them).
+  // <kind>.checkpoint_every ask for (none at the last step: Finish does
+  // them), on the writer. Evaluate and Save are the writer's alone.
   Status AfterStep(const PostRunHooks& hooks);
   // The latest evaluation and the step it was made at (-1: none yet).
   const std::optional<TaskEval>& last_eval() const { return last_eval_; }

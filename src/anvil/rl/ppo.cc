@@ -60,12 +60,13 @@ double ExplainedVariance(std::span<const double> returns, std::span<const double
 
 ValueLossStats ValueLoss(std::span<const double> values, std::span<const double> values_old,
                          std::span<const double> returns, const PpoConfig& config,
-                         std::span<double> dv) {
+                         std::span<double> dv, int64_t total) {
   const size_t n = values.size();
   CHECK(values_old.size() == n && returns.size() == n && dv.size() == n);
   ValueLossStats s;
   if (n == 0) return s;
-  const double scale = config.vf_coef / static_cast<double>(n);
+  const double count = static_cast<double>(total > 0 ? total : static_cast<int64_t>(n));
+  const double scale = config.vf_coef / count;
   int64_t clipped = 0;
   for (size_t j = 0; j < n; ++j) {
     const double err = values[j] - returns[j];
@@ -83,8 +84,8 @@ ValueLossStats ValueLoss(std::span<const double> values, std::span<const double>
     clipped += clip_wins;
     dv[j] = clip_wins ? 0.0 : scale * err;
   }
-  s.loss /= static_cast<double>(n);
-  s.clip_fraction = static_cast<double>(clipped) / static_cast<double>(n);
+  s.loss /= count;
+  s.clip_fraction = static_cast<double>(clipped) / count;
   return s;
 }
 

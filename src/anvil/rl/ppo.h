@@ -43,9 +43,11 @@ struct ValueLossStats {
 };
 
 // The value loss of T positions and its gradient dv [T] of
-// vf_coef * (1 / T) * sum of l_j.
+// vf_coef * (1 / total) * sum of l_j. `total`: the positions of the whole
+// update when these are one micro-batch's share of it (0: T); the stats are
+// then this share's part of the update's means.
 ValueLossStats ValueLoss(std::span<const double> values, std::span<const double> values_old,
                          std::span<const double> returns, const PpoConfig& config,
-                         std::span<double> dv);
+                         std::span<double> dv, int64_t total = 0);
 
 }  // namespace anvil::rl

@@ -12,6 +12,7 @@
 #include "anvil/core/check.h"
 #include "anvil/model/config.h"
 #include "anvil/model/hf_checkpoint.h"
+#include "anvil/rl/rollout_wire.h"
 
 namespace anvil::rl {
 namespace {
@@ -34,16 +35,6 @@ enum ReplyField : int {
   kEngineBytes,
   kReplyFields
 };
-
-constexpr std::array<const char*, 4> kStopReasons = {"eos", "stop", "max_new", "max_seq_len"};
-
-int64_t StopCode(const std::string& reason) {
-  for (size_t i = 0; i < kStopReasons.size(); ++i) {
-    if (reason == kStopReasons[i]) return static_cast<int64_t>(i);
-  }
-  CHECK(false) << "a rollout stop reason without a code: " << reason;
-  return -1;
-}
 
 // A byte string, its size first.
 void SendText(comm::Group& world, int peer, int tag, const std::string& text) {
@@ -251,13 +242,13 @@ Result<Rollouts> RemoteRollouts::Wait() {
   world_.Recv(std::span<int64_t>(head), peer_, kReplyTag);
   double seconds = 0;
   world_.Recv(std::span<double>(&seconds, 1), peer_, kReplyTag);
-  const int64_t samples = head[kSamples], total = head[kTokens];
-  std::vector<int64_t> meta(static_cast<size_t>(4 * samples));
-  std::vector<int32_t> tokens(static_cast<size_t>(total));
-  std::vector<double> logprobs(static_cast<size_t>(total));
-  world_.Recv(std::span<int64_t>(meta), peer_, kReplyTag);
-  world_.Recv(std::span<int32_t>(tokens), peer_, kReplyTag);
-  world_.Recv(std::span<double>(logprobs), peer_, kReplyTag);
+  SamplesWire wire;
+  wire.meta.resize(static_cast<size_t>(SamplesWire::kMetaFields * head[kSamples]));
+  wire.tokens.resize(static_cast<size_t>(head[kTokens]));
+  wire.logprobs.resize(wire.tokens.size());
+  world_.Recv(std::span<int64_t>(wire.meta), peer_, kReplyTag);
+  world_.Recv(std::span<int32_t>(wire.tokens), peer_, kReplyTag);
+  world_.Recv(std::span<double>(wire.logprobs), peer_, kReplyTag);
   Rollouts r;
   r.sampling = options_.sampling;
   r.group_size = options_.samples;
@@ -267,18 +258,7 @@ Result<Rollouts> RemoteRollouts::Wait() {
              .steps = head[kSteps],
              .seconds = seconds,
              .engine_bytes = head[kEngineBytes]};
-  int64_t at = 0;
-  for (int64_t i = 0; i < samples; ++i) {
-    infer::RolloutSample s;
-    s.request = meta[4 * i];
-    s.sample = static_cast<int>(meta[4 * i + 1]);
-    const int64_t n = meta[4 * i + 2];
-    s.tokens.assign(tokens.begin() + at, tokens.begin() + at + n);
-    s.logprobs.assign(logprobs.begin() + at, logprobs.begin() + at + n);
-    s.stop_reason = kStopReasons.at(static_cast<size_t>(meta[4 * i + 3]));
-    at += n;
-    r.samples.push_back(std::move(s));
-  }
+  r.samples = DecodeSamples(wire);
   return r;
 }
 
@@ -349,26 +329,18 @@ Status ServeRollouts(comm::Group& world, int trainer) {
     SendStatus(world, trainer, kReplyTag, r.status());
     if (!r.ok()) continue;  // the trainer reports it and ends the run
     std::array<int64_t, kReplyFields> reply{};
-    std::vector<int64_t> meta;
-    std::vector<int32_t> tokens;
-    std::vector<double> logprobs;
-    for (const infer::RolloutSample& s : r->samples) {
-      meta.insert(meta.end(), {s.request, s.sample, static_cast<int64_t>(s.tokens.size()),
-                               StopCode(s.stop_reason)});
-      tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-      logprobs.insert(logprobs.end(), s.logprobs.begin(), s.logprobs.end());
-    }
+    const SamplesWire wire = EncodeSamples(r->samples);
     reply[kSamples] = static_cast<int64_t>(r->samples.size());
-    reply[kTokens] = static_cast<int64_t>(tokens.size());
+    reply[kTokens] = static_cast<int64_t>(wire.tokens.size());
     reply[kPromptTokens] = r->stats.prompt_tokens;
     reply[kNewTokens] = r->stats.new_tokens;
     reply[kSteps] = r->stats.steps;
     reply[kEngineBytes] = r->stats.engine_bytes;
     world.Send(std::span<const int64_t>(reply), trainer, kReplyTag);
     world.Send(std::span<const double>(&r->stats.seconds, 1), trainer, kReplyTag);
-    world.Send(std::span<const int64_t>(meta), trainer, kReplyTag);
-    world.Send(std::span<const int32_t>(tokens), trainer, kReplyTag);
-    world.Send(std::span<const double>(logprobs), trainer, kReplyTag);
+    world.Send(std::span<const int64_t>(wire.meta), trainer, kReplyTag);
+    world.Send(std::span<const int32_t>(wire.tokens), trainer, kReplyTag);
+    world.Send(std::span<const double>(wire.logprobs), trainer, kReplyTag);
   }
 }
 

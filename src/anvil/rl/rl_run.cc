@@ -4,16 +4,19 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
 #include "anvil/rl/reward.h"
+#include "anvil/rl/trainer_ranks.h"
 #include "anvil/train/metrics.h"
 
 namespace anvil::rl {
@@ -42,6 +45,9 @@ struct RlRunConfig {
   // reward reads the answer up to its first newline); "": eos and max_new only.
   std::string stop;
   int64_t rollout_threads = 1;
+  // Micro-batches per trainer rank and update (trainer_ranks.h): one process
+  // with rl.grad_accum = S trains as S ranks with 1.
+  int64_t grad_accum = 1;
   // Two ranks: the watchdog's limit on a wait for the other rank (its
   // training step, evaluation or checkpoint, or its draw), as `anvil train`'s.
   double comm_timeout_s = 600;
@@ -108,6 +114,11 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(c.max_staleness, config.GetInt("rl.max_staleness", c.max_staleness));
     ASSIGN_OR_RETURN(c.stop, config.GetString("rl.stop", c.stop));
     ASSIGN_OR_RETURN(c.rollout_threads, config.GetInt("rl.rollout_threads", c.rollout_threads));
+    ASSIGN_OR_RETURN(c.grad_accum, config.GetInt("rl.grad_accum", c.grad_accum));
+    if (c.grad_accum < 1 || c.grad_accum > 1024) {
+      return InvalidArgument(fmt::format(
+          "rl.grad_accum = {}: expected 1..1024 micro-batches a rank and update", c.grad_accum));
+    }
     ASSIGN_OR_RETURN(c.comm_timeout_s, config.GetDouble("comm.timeout_s", c.comm_timeout_s));
     if (!(c.comm_timeout_s > 0)) {
       return InvalidArgument(fmt::format("comm.timeout_s = {}: must be > 0", c.comm_timeout_s));
@@ -245,19 +256,31 @@ std::string StepJson(const RlStepMetrics& m) {
 
 }  // namespace
 
+int RolloutRankOf(int64_t max_staleness, int world_size) {
+  return max_staleness == 1 && world_size > 1 ? world_size - 1 : -1;
+}
+
 Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks,
                              comm::Group* world) {
   ASSIGN_OR_RETURN(const RlRunConfig gc, RlRunConfig::FromConfig(config));
-  const int ranks = world != nullptr ? world->size() : 1;
-  if (ranks > 2 || (ranks == 2 && gc.max_staleness != 1)) {
+  const int world_size = world != nullptr ? world->size() : 1;
+  comm::Group* trainers = options.trainers;
+  const int ranks = trainers != nullptr ? trainers->size() : 1;
+  const int rollout_rank = RolloutRankOf(gc.max_staleness, world_size);
+  if (world_size != ranks + (rollout_rank >= 0 ? 1 : 0) ||
+      (trainers != nullptr && trainers->world_ranks()[0] != 0)) {
     return InvalidArgument(fmt::format(
-        "anvil rl runs as one process, or as two under mpirun (a trainer and a rank drawing the "
-        "next step's rollouts, which needs rl.max_staleness = 1); got {} ranks and "
-        "rl.max_staleness = {}",
-        ranks, gc.max_staleness));
+        "{} trainer ranks of a job of {}: expected every rank to train (rl.max_staleness = 0) or "
+        "all but the last, which draws the rollouts (rl.max_staleness = 1), world rank 0 first",
+        ranks, world_size));
   }
+  const bool leader = trainers == nullptr || trainers->rank() == 0;
+  // The rows a model holds: one slot's of an update (trainer_ranks.h), at
+  // most; the recomputes go through them in as many calls as it takes.
+  const int64_t model_rows = SlotRowsAtMost(gc.samples_per_step(), gc.step.minibatches,
+                                            static_cast<int64_t>(ranks) * gc.grad_accum);
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
-                   PostRun::Create(std::move(config), "rl", options, gc.samples_per_step(),
+                   PostRun::Create(std::move(config), "rl", options, model_rows,
                                    /*fresh=*/nullptr));
   if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
   RETURN_IF_ERROR(run->Start());
@@ -289,6 +312,21 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   std::unique_ptr<model::IntLinear> quantized;
   std::unique_ptr<infer::RolloutEngine> engine;
   std::unique_ptr<RolloutsAhead> async;
+  if (ranks > 1) {
+    // Every trainer rank must run the kernels rank 0 runs: they would
+    // otherwise compute other gradients from the same rollouts.
+    comm::SetWatchdogTimeout(gc.comm_timeout_s);
+    const std::string mine = ctx.BitsName(rc.precision == model::Precision::kBF16);
+    std::array<char, 64> name{};
+    std::copy_n(mine.begin(), std::min(mine.size(), name.size() - 1), name.begin());
+    trainers->Broadcast(std::as_writable_bytes(std::span<char>(name)), 0);
+    if (mine != name.data()) {
+      return InvalidArgument(fmt::format(
+          "trainer rank {} runs the {} kernels, rank 0 {}: their gradients would differ; run "
+          "every rank with the same ANVIL_ISA and ANVIL_AMX",
+          trainers->rank(), mine, name.data()));
+    }
+  }
   if (gc.max_staleness == 0) {
     infer::RolloutOptions o = engine_options;
     if (gc.rollout_quant != model::WeightQuant::kNone) {
@@ -298,15 +336,14 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       o.linear = quantized.get();
     }
     engine = std::make_unique<infer::RolloutEngine>(policy.llama->forward_weights(), o);
-  } else {
+  } else if (leader) {  // the other trainer ranks receive its rollouts
     const int threads = static_cast<int>(gc.rollout_threads);
-    if (ranks == 2) {  // on the other rank (remote_rollouts.h), the same draws
-      ASSIGN_OR_RETURN(async,
-                       RemoteRollouts::Create(*world, 1 - world->rank(), policy, engine_options,
-                                              gc.rollout_quant, threads, gc.comm_timeout_s));
+    if (rollout_rank >= 0) {  // on a rank of their own (remote_rollouts.h), the same draws
+      ASSIGN_OR_RETURN(async, RemoteRollouts::Create(*world, rollout_rank, policy, engine_options,
+                                                     gc.rollout_quant, threads, gc.comm_timeout_s));
       if (hooks.run.on_message) {
-        hooks.run.on_message(fmt::format("rollouts drawn on rank {} ({} thread{})",
-                                         1 - world->rank(), threads, threads == 1 ? "" : "s"));
+        hooks.run.on_message(fmt::format("rollouts drawn on rank {} ({} thread{})", rollout_rank,
+                                         threads, threads == 1 ? "" : "s"));
       }
     } else {
       async = std::make_unique<AsyncRollouts>(policy, engine_options, gc.rollout_quant, threads);
@@ -356,7 +393,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   std::unique_ptr<model::Llama> critic_model;
   std::unique_ptr<optim::AdamW> critic_adamw;
   if (gc.critic == "separate") {
-    ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, gc.samples_per_step(),
+    ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, model_rows,
                                                  /*lm_head=*/false));
     model::LlamaParams& cp = critic_model->params();
     critic_adamw = std::make_unique<optim::AdamW>(
@@ -382,7 +419,30 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   }
   std::unique_ptr<model::Llama> reference;
   if (gc.reference) {
-    ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, gc.samples_per_step()));
+    ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, model_rows));
+  }
+  // The trainer ranks and each update's slots: the run's bits depend on
+  // their count (trainer_ranks.h), recorded in its checkpoints.
+  std::unique_ptr<comm::Group> alone;
+  if (trainers == nullptr) {
+    alone = comm::MakeLocalGroup("trainer");
+    trainers = alone.get();
+  }
+  TrainerRanks trainer_ranks(*trainers, static_cast<int>(gc.grad_accum), *policy.llama,
+                             critic_model.get(), ctx.pool());
+  const int slots = trainer_ranks.slots();
+  if (hooks.run.on_message && (ranks > 1 || slots > 1)) {
+    hooks.run.on_message(fmt::format(
+        "{} trainer rank{}, {} micro-batch{} each: an update's gradient folds {} slot{}", ranks,
+        ranks == 1 ? "" : "s", gc.grad_accum, gc.grad_accum == 1 ? "" : "es", slots,
+        slots == 1 ? "" : "s"));
+  }
+  if (const std::optional<double> saved = run->ResumedNumber("trainer_slots");
+      options.resume && hooks.run.on_message && saved.value_or(1) != slots) {
+    hooks.run.on_message(
+        fmt::format("note: the run's updates were folded over {} slots, now {} (trainer ranks x "
+                    "rl.grad_accum): its bits part from an uninterrupted run's from here",
+                    saved.value_or(1), slots));
   }
   if (hooks.on_start) {
     const int updates = gc.step.epochs * gc.step.minibatches;
@@ -395,16 +455,16 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // The held-out accuracy at the start: measured now, or a resumed run's as
   // its checkpoints recorded it.
   std::optional<TaskEval> first_eval;
-  if (run->step() == 0) {
+  if (run->step() == 0 && leader) {
     ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
   } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
     first_eval.emplace();
     first_eval->accuracy = *a;
   }
-  if (first_eval) {
-    run->SetExtraState(
-        fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
-  }
+  run->SetExtraState(fmt::format("\"trainer_slots\": {}", slots) +
+                     (first_eval
+                          ? fmt::format(", \"heldout_accuracy_at_start\": {}", first_eval->accuracy)
+                          : std::string()));
   // Step s's problems: train-split problems [s * P, (s + 1) * P) from kFirstRlProblem.
   auto step_prompts = [&](int64_t s, std::vector<Problem>* problems) {
     std::vector<std::vector<int32_t>> prompts;
@@ -437,28 +497,43 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     m.ppo = critic.head != nullptr;
     m.lr = run->LrAt(step);
     Rollouts rollouts;
-    if (async) {
+    if (gc.max_staleness == 1) {
       Stopwatch wait;
-      ASSIGN_OR_RETURN(rollouts, async->Wait());
+      Status drawn = Status::Ok();
+      if (async) {  // trainer rank 0
+        Result<Rollouts> r = async->Wait();
+        if (r.ok()) {
+          rollouts = std::move(*r);
+          // The next step's samples from the weights this step trains from,
+          // drawn while it trains.
+          async->Snapshot(*policy.llama);
+          if (step + 1 < rc.steps) async->Start(step_prompts(step + 1, nullptr), step + 1, 1);
+        } else {
+          drawn = r.status();
+        }
+      }
+      if (ranks > 1) {  // rank 0's rollouts, or its failure, on every trainer rank
+        int failed = drawn.ok() ? 0 : 1;
+        trainers->Broadcast(std::span<int>(&failed, 1), 0);
+        if (failed != 0 && drawn.ok()) drawn = Aborted("trainer rank 0 received no rollouts");
+        if (drawn.ok()) BroadcastRollouts(*trainers, 0, rollouts);
+      }
+      RETURN_IF_ERROR(drawn);
       m.rollout_wait_seconds = wait.Seconds();
-      // The next step's samples from the weights this step trains from,
-      // drawn while it trains.
-      async->Snapshot(*policy.llama);
-      if (step + 1 < rc.steps) async->Start(step_prompts(step + 1, nullptr), step + 1, 1);
     } else {
       if (quantized) quantized->Requantize(policy.llama->forward_weights(), ctx);
-      ASSIGN_OR_RETURN(rollouts, GenerateRollouts(*engine, ctx, prompts, step));
+      ASSIGN_OR_RETURN(rollouts, GenerateShared(*engine, ctx, prompts, step, trainer_ranks));
       m.rollout_wait_seconds = rollouts.stats.seconds;
     }
     ASSIGN_OR_RETURN(m.policy, TrainOnRollouts(*policy.llama, run->adamw(), m.lr,
                                                rc.optim.grad_clip, ctx, prompts, rollouts, reward,
-                                               gc.step, reference.get(), critic));
+                                               gc.step, reference.get(), critic, &trainer_ranks));
     run->StepDone();
     m.step = run->step();
     m.train_accuracy =
         static_cast<double>(correct) / static_cast<double>(gc.samples_per_step());
     m.seconds = watch.Seconds();
-    run->metrics().WriteJsonLine(StepJson(m));
+    if (leader) run->metrics().WriteJsonLine(StepJson(m));
     if (hooks.on_step) hooks.on_step(m);
     RETURN_IF_ERROR(run->AfterStep(hooks.run));
   }

@@ -61,9 +61,14 @@ struct RlHooks {
   std::function<void(const RlStepMetrics&)> on_step = nullptr;
 };
 
-// `world`: the job under mpirun (null: this process alone). On two ranks this
-// one trains and the other, running ServeRollouts (remote_rollouts.h), draws
-// the rollouts (rl.max_staleness = 1): the same run bit for bit.
+// The rank of a job of `world_size` ranks that draws the rollouts: the last
+// one with rl.max_staleness = 1 under mpirun (ServeRollouts,
+// remote_rollouts.h); -1 for none (every rank trains).
+int RolloutRankOf(int64_t max_staleness, int world_size);
+
+// `world`: the job under mpirun (null: this process alone); its ranks but
+// RolloutRankOf's train together (options.trainers, trainer_ranks.h): the run
+// of one process with rl.grad_accum = their count times theirs, bit for bit.
 Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks,
                              comm::Group* world = nullptr);
 
