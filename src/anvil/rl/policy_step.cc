@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "anvil/comm/world.h"
+#include "anvil/core/check.h"
 #include "anvil/core/clock.h"
 #include "anvil/profile/trace.h"
 #include "anvil/rl/trainer_ranks.h"
@@ -160,6 +161,8 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
     trainer_ranks = own_ranks.get();
   }
   TrainerRanks& ranks = *trainer_ranks;
+  CHECK((critic.trunk != nullptr) == (ranks.critic_dp() != nullptr))
+      << "TrainerRanks reduce a separate critic's grads exactly when there is one";
   const infer::SamplingConfig& sampling = rollouts.sampling;
   const std::vector<infer::RolloutSample>& samples = rollouts.samples;
   const int group_size = rollouts.group_size;

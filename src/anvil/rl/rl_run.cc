@@ -320,11 +320,13 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     std::array<char, 64> name{};
     std::copy_n(mine.begin(), std::min(mine.size(), name.size() - 1), name.begin());
     trainers->Broadcast(std::as_writable_bytes(std::span<char>(name)), 0);
-    if (mine != name.data()) {
+    // Every rank learns of a mismatch, so all of them stop here.
+    const int odd = mine != name.data() ? trainers->rank() : 0;
+    if (const int last = trainers->AllReduceValue(odd, comm::ReduceOp::kMax); last != 0) {
       return InvalidArgument(fmt::format(
-          "trainer rank {} runs the {} kernels, rank 0 {}: their gradients would differ; run "
+          "trainer rank {} runs {} kernels, rank 0 the {}: their gradients would differ; run "
           "every rank with the same ANVIL_ISA and ANVIL_AMX",
-          trainers->rank(), mine, name.data()));
+          last, odd == last ? "the " + mine : std::string("other"), name.data()));
     }
   }
   if (gc.max_staleness == 0) {
