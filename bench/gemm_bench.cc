@@ -162,6 +162,7 @@ int RunGemmBench(const GemmBenchOptions& options) {
     SetOneDnnThreads(threads);
     if (cap) CapOneDnnToAvx2();
     isa = OneDnnIsa();
+    LetPeersPark();  // OpenBLAS starts its threads as it loads
   }
   if (!options.json) {
     fmt::print(

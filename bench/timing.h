@@ -17,7 +17,9 @@ struct Timing {
 };
 
 // Runs fn() once to warm up, then at least `min_runs` times and until
-// `min_total_seconds` have passed.
+// `min_total_seconds` have passed (for calls of microseconds too: a window
+// of a few milliseconds let one transient, such as a peer library's threads
+// still spinning, set the whole median).
 template <typename Fn>
 Timing TimeMedian(Fn&& fn, double min_total_seconds = 0.5, int min_runs = 5) {
   fn();
@@ -27,7 +29,7 @@ Timing TimeMedian(Fn&& fn, double min_total_seconds = 0.5, int min_runs = 5) {
     Stopwatch one;
     fn();
     samples.push_back(one.Seconds());
-    if (samples.size() >= 1000) break;
+    if (samples.size() >= 1000000) break;
   }
   std::sort(samples.begin(), samples.end());
   return {samples[samples.size() / 2], samples.front(), static_cast<int>(samples.size())};
