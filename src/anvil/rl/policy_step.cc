@@ -180,11 +180,17 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   r.entropy /= static_cast<double>(std::max<int64_t>(1, r.rollout_tokens));
   r.mean_completion_tokens = static_cast<double>(r.rollout_tokens) /
                              static_cast<double>(std::max<size_t>(1, samples.size()));
+  // Each rank scores its share of the samples (a reward command runs once
+  // a sample, not once a rank); every rank then holds every reward.
   std::vector<double> rewards(samples.size());
-  for (size_t i = 0; i < samples.size(); ++i) {
-    rewards[i] = reward(samples[i].request, samples[i]);
-    r.mean_reward += rewards[i] / static_cast<double>(samples.size());
+  {
+    const auto [first, last] = ranks.Share(static_cast<int64_t>(samples.size()));
+    for (int64_t i = first; i < last; ++i) rewards[i] = reward(samples[i].request, samples[i]);
+    std::vector<int64_t> one_each(samples.size() + 1);
+    for (size_t i = 0; i < one_each.size(); ++i) one_each[i] = static_cast<int64_t>(i);
+    ranks.GatherShares(one_each, rewards);
   }
+  for (const double x : rewards) r.mean_reward += x / static_cast<double>(samples.size());
   Advantages adv;
   switch (loss_config.advantage) {
     case AdvantageKind::kGroup:

@@ -124,6 +124,8 @@ struct PolicyStepResult {
   double train_seconds = 0;    // recomputing log-probs, forward/backward and the updates
 };
 
+// Called once for each sample, on one trainer rank (trainer_ranks.h: the
+// rank whose share of the samples holds it).
 using RewardFn = std::function<double(int64_t request, const infer::RolloutSample& sample)>;
 
 // The update from a step's rollouts (of `prompts`). `model` must hold

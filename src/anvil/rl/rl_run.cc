@@ -532,6 +532,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                                gc.step, reference.get(), critic, &trainer_ranks));
     run->StepDone();
     m.step = run->step();
+    correct = trainers->AllReduceValue(correct);  // each rank scored its share
     m.train_accuracy =
         static_cast<double>(correct) / static_cast<double>(gc.samples_per_step());
     m.seconds = watch.Seconds();
