@@ -84,35 +84,56 @@ int Fail(const char* kind, const Status& s) {
   return 1;
 }
 
-int RunSftCommand(const PostOptions& o) {
+// `trainers`: the ranks of an mpirun job, all training (null: this process
+// alone); rank 0 prints.
+int RunSftCommand(const PostOptions& o, comm::Group* trainers) {
   rl::PostRunOptions run;
-  auto config = LoadRun(o, "sft", run);
+  run.trainers = trainers;
+  const bool prints = trainers == nullptr || trainers->rank() == 0;
+  auto config = LoadRun(o, "sft", run, prints);
   if (!config.ok()) return Fail("sft", config.status());
   train::InstallSigintHandler();
   std::unique_ptr<train::Progress> progress;
   auto summary = rl::RunSft(
       std::move(*config), run,
-      rl::SftHooks{
-          .run = {.on_eval =
-                      [&](int64_t step, const rl::TaskEval& e) {
-                        if (progress) progress->Finish();
-                        PrintEval("sft", step, e);
-                      },
-                  .on_message =
-                      [&](const std::string& text) {
-                        if (progress) progress->Message(text);
-                      },
-                  .stop_requested = [] { return train::SigintReceived(); }},
-          .on_start =
-              [&](const rl::PostRunConfig& rc, int64_t first_step) {
-                fmt::print("supervised fine-tuning for {} steps\n", rc.steps);
-                progress = std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
-              },
-          .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
+      !prints ? rl::SftHooks{.run = {.stop_requested = [] { return train::SigintReceived(); }}}
+              : rl::SftHooks{.run = {.on_eval =
+                                         [&](int64_t step, const rl::TaskEval& e) {
+                                           if (progress) progress->Finish();
+                                           PrintEval("sft", step, e);
+                                         },
+                                     .on_message =
+                                         [&](const std::string& text) {
+                                           if (progress) progress->Message(text);
+                                         },
+                                     .stop_requested = [] { return train::SigintReceived(); }},
+                             .on_start =
+                                 [&](const rl::PostRunConfig& rc, int64_t first_step) {
+                                   fmt::print("supervised fine-tuning for {} steps\n", rc.steps);
+                                   progress = std::make_unique<train::Progress>(
+                                       first_step, rc.steps, rc.log_every);
+                                 },
+                             .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
   if (progress) progress->Finish();
   if (!summary.ok()) return Fail("sft", summary.status());
-  PrintSummary("sft", *summary, run.run_dir);
+  if (prints) PrintSummary("sft", *summary, run.run_dir);
   return 0;
+}
+
+// Under mpirun every rank trains (data parallel, rl/trainer_ranks.h); a
+// failed rank ends the whole job.
+int RunSftInWorld(const PostOptions& o) {
+  auto world = comm::InitWorld();
+  if (!world.ok()) return Fail("sft", world.status());
+  comm::Group& w = **world;
+  const int rc = RunSftCommand(o, w.size() > 1 ? &w : nullptr);
+  if (rc != 0 && w.size() > 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // for mpirun to forward it
+    comm::AbortWorld(rc);
+  }
+  world->reset();
+  comm::FinalizeWorld();
+  return rc;
 }
 
 int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers);
@@ -247,7 +268,7 @@ void AddSftCommand(CLI::App& app) {
       "sft", "Supervised fine-tuning on a task's prompt/answer pairs (a starting policy for rl)");
   AddPostOptions(cmd, *o, "Run config (TOML: [model] or sft.init, [task], [sft], [optim])");
   cmd->callback([o] {
-    if (const int rc = RunSftCommand(*o); rc != 0) throw CLI::RuntimeError(rc);
+    if (const int rc = RunSftInWorld(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
 }
 

@@ -4,8 +4,8 @@
 # for bit: every metric but the timings, the final weights and the rollout
 # snapshot; for GRPO in f32 and bf16 and for PPO with a stop string. A run
 # resumed under mpirun from its step-2 checkpoint ends where the
-# uninterrupted one does. Several trainer ranks train as one process with
-# as many micro-batches (below). A rank on other kernels than trainer rank
+# uninterrupted one does. Several trainer ranks (RL, and SFT) train as one
+# process with as many micro-batches (below). A rank on other kernels than trainer rank
 # 0's is refused, and a rank that keeps the other waiting past
 # comm.timeout_s is named by the watchdog.
 # Usage: mpi_rollouts_test.sh REPO ANVIL
@@ -21,6 +21,21 @@ micro=(--set model.dim=32 --set model.n_layers=1 --set model.n_heads=2 --set mod
 "$anvil" sft --config "$repo/configs/sft-addition.toml" --out "$work/sft" "${micro[@]}" \
   --set sft.steps=40 --set sft.eval_every=0 --set sft.eval_problems=10 \
   --set sft.stop_at_accuracy=0 > "$work/sft.log" 2>&1 || { cat "$work/sft.log"; fail "sft"; }
+# SFT on two ranks trains as one process with two micro-batches, bit for bit.
+"$anvil" sft --config "$repo/configs/sft-addition.toml" --out "$work/sft-acc" "${micro[@]}" \
+  --set sft.steps=12 --set sft.eval_every=6 --set sft.eval_problems=10 \
+  --set sft.stop_at_accuracy=0 --set sft.grad_accum=2 > "$work/sft-acc.log" 2>&1 \
+  || { cat "$work/sft-acc.log"; fail "sft with two micro-batches"; }
+mpi 2 sft --config "$repo/configs/sft-addition.toml" --out "$work/sft-two" "${micro[@]}" \
+  --set sft.steps=12 --set sft.eval_every=6 --set sft.eval_problems=10 \
+  --set sft.stop_at_accuracy=0 > "$work/sft-two.log" 2>&1 \
+  || { cat "$work/sft-two.log"; fail "sft on two ranks"; }
+grep -q "a step's gradient folds 2 slots" "$work/sft-two.log" || { cat "$work/sft-two.log"; fail "sft banner"; }
+cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-two/step_12/model.safetensors" \
+  || fail "sft: two ranks and two micro-batches differ"
+[ "$(grep -c . "$work/sft-two/metrics.jsonl")" = "$(grep -c . "$work/sft-acc/metrics.jsonl")" ] \
+  || fail "sft: metrics lines"
+
 rl=(--config "$repo/configs/rl-addition.toml" --set task.digits=1 --set rl.init="$work/sft"
     --set rl.steps=4 --set rl.prompts_per_step=4 --set rl.eval_every=2 --set rl.eval_problems=10
     --set rl.log_every=1 --set rl.max_staleness=1 --set rl.threads=1 --set rl.checkpoint_every=2

@@ -185,6 +185,26 @@ Result<PostRunSummary> PostRun::Finish(
   return s;
 }
 
+void PostRun::SetTrainerSlots(int ranks, int grad_accum, const std::string& what,
+                              const PostRunHooks& hooks) {
+  trainer_slots_ = ranks * grad_accum;
+  if (!hooks.on_message) return;
+  if (trainer_slots_ > 1) {
+    hooks.on_message(
+        fmt::format("{} trainer rank{}, {} micro-batch{} each: a{} {}'s gradient folds {} slots",
+                    ranks, ranks == 1 ? "" : "s", grad_accum, grad_accum == 1 ? "" : "es",
+                    what == "update" ? "n" : "", what, trainer_slots_));
+  }
+  // Runs from before the count was recorded had one slot.
+  const double saved = ResumedNumber("trainer_slots").value_or(1);
+  if (options_.resume && saved != trainer_slots_) {
+    hooks.on_message(
+        fmt::format("note: the run's {}s were folded over {} slots, now {} (trainer ranks x "
+                    "{}.grad_accum): its bits part from an uninterrupted run's from here",
+                    what, saved, trainer_slots_, kind_));
+  }
+}
+
 std::optional<double> PostRun::ResumedNumber(const std::string& key) const {
   if (resumed_state_.empty()) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(resumed_state_, nullptr, /*exceptions=*/false);
@@ -199,6 +219,7 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
       "  \"task\": \"{}\"",
       kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
   if (!run_.init.empty()) state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
+  state += fmt::format(",\n  \"trainer_slots\": {}", trainer_slots_);
   if (!extra_state_.empty()) state += ",\n  " + extra_state_;
   if (!extra_state.empty()) state += ",\n  " + extra_state;
   state += "\n}\n";

@@ -108,6 +108,12 @@ class PostRun {
   // A checkpoint of the current step; `extra`: more state.json fields (a
   // JSON object's members, without braces; may be empty).
   Result<std::string> Save(const std::string& extra_state = "");
+  // The trainer ranks and micro-batches each (rl/trainer_ranks.h) a `what`
+  // ("step", "update") is folded over: said through on_message when more
+  // than one, recorded in every checkpoint, and a resume on another count
+  // is said to part from the uninterrupted run's bits.
+  void SetTrainerSlots(int ranks, int grad_accum, const std::string& what,
+                       const PostRunHooks& hooks);
   // More state.json fields in every checkpoint from now on (a JSON object's
   // members, without braces), e.g. the held-out accuracy at the start.
   void SetExtraState(std::string fields) { extra_state_ = std::move(fields); }
@@ -140,6 +146,7 @@ class PostRun {
   std::string last_checkpoint_;
   std::vector<ExtraFiles> save_also_;
   std::string extra_state_;
+  int trainer_slots_ = 1;
   std::string resumed_state_;  // state.json's text of a resumed run
   bool stopped_early_ = false;
   Stopwatch watch_;

@@ -313,21 +313,9 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   std::unique_ptr<infer::RolloutEngine> engine;
   std::unique_ptr<RolloutsAhead> async;
   if (ranks > 1) {
-    // Every trainer rank must run the kernels rank 0 runs: they would
-    // otherwise compute other gradients from the same rollouts.
     comm::SetWatchdogTimeout(gc.comm_timeout_s);
-    const std::string mine = ctx.BitsName(rc.precision == model::Precision::kBF16);
-    std::array<char, 64> name{};
-    std::copy_n(mine.begin(), std::min(mine.size(), name.size() - 1), name.begin());
-    trainers->Broadcast(std::as_writable_bytes(std::span<char>(name)), 0);
-    // Every rank learns of a mismatch, so all of them stop here.
-    const int odd = mine != name.data() ? trainers->rank() : 0;
-    if (const int last = trainers->AllReduceValue(odd, comm::ReduceOp::kMax); last != 0) {
-      return InvalidArgument(fmt::format(
-          "trainer rank {} runs {} kernels, rank 0 the {}: their gradients would differ; run "
-          "every rank with the same ANVIL_ISA and ANVIL_AMX",
-          last, odd == last ? "the " + mine : std::string("other"), name.data()));
-    }
+    RETURN_IF_ERROR(
+        CheckSameKernels(*trainers, ctx.BitsName(rc.precision == model::Precision::kBF16)));
   }
   if (gc.max_staleness == 0) {
     infer::RolloutOptions o = engine_options;
@@ -432,20 +420,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   }
   TrainerRanks trainer_ranks(*trainers, static_cast<int>(gc.grad_accum), *policy.llama,
                              critic_model.get(), ctx.pool());
-  const int slots = trainer_ranks.slots();
-  if (hooks.run.on_message && (ranks > 1 || slots > 1)) {
-    hooks.run.on_message(fmt::format(
-        "{} trainer rank{}, {} micro-batch{} each: an update's gradient folds {} slot{}", ranks,
-        ranks == 1 ? "" : "s", gc.grad_accum, gc.grad_accum == 1 ? "" : "es", slots,
-        slots == 1 ? "" : "s"));
-  }
-  if (const std::optional<double> saved = run->ResumedNumber("trainer_slots");
-      options.resume && hooks.run.on_message && saved.value_or(1) != slots) {
-    hooks.run.on_message(
-        fmt::format("note: the run's updates were folded over {} slots, now {} (trainer ranks x "
-                    "rl.grad_accum): its bits part from an uninterrupted run's from here",
-                    saved.value_or(1), slots));
-  }
+  run->SetTrainerSlots(ranks, trainer_ranks.grad_accum(), "update", hooks.run);
   if (hooks.on_start) {
     const int updates = gc.step.epochs * gc.step.minibatches;
     hooks.on_start(rc, run->first_step(),
@@ -463,10 +438,9 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     first_eval.emplace();
     first_eval->accuracy = *a;
   }
-  run->SetExtraState(fmt::format("\"trainer_slots\": {}", slots) +
-                     (first_eval
-                          ? fmt::format(", \"heldout_accuracy_at_start\": {}", first_eval->accuracy)
-                          : std::string()));
+  if (first_eval) {
+    run->SetExtraState(fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
+  }
   // Step s's problems: train-split problems [s * P, (s + 1) * P) from kFirstRlProblem.
   auto step_prompts = [&](int64_t s, std::vector<Problem>* problems) {
     std::vector<std::vector<int32_t>> prompts;

@@ -4,14 +4,17 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/data/bpe_train.h"
 #include "anvil/data/tokenizer_json.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/optim/adamw.h"
 #include "anvil/profile/trace.h"
+#include "anvil/rl/trainer_ranks.h"
 
 namespace anvil::rl {
 namespace {
@@ -66,6 +69,13 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   }
   ASSIGN_OR_RETURN(const std::string tokenizer, config.GetString("sft.tokenizer", "bytes"));
   ASSIGN_OR_RETURN(const double stop_at, config.GetDouble("sft.stop_at_accuracy", 0.0));
+  ASSIGN_OR_RETURN(const int64_t grad_accum, config.GetInt("sft.grad_accum", 1));
+  ASSIGN_OR_RETURN(const double comm_timeout_s, config.GetDouble("comm.timeout_s", 600));
+  if (grad_accum < 1 || grad_accum > 1024 || !(comm_timeout_s > 0)) {
+    return InvalidArgument(fmt::format(
+        "sft.grad_accum = {} (1..1024 micro-batches a rank and step), comm.timeout_s = {} (> 0)",
+        grad_accum, comm_timeout_s));
+  }
   if (!(stop_at >= 0 && stop_at <= 1)) {
     return InvalidArgument(fmt::format("sft.stop_at_accuracy = {}: expected 0 (off) .. 1", stop_at));
   }
@@ -75,8 +85,13 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     ASSIGN_OR_RETURN(data::Tokenizer tok, SftTokenizer(tokenizer));
     return NewPolicy(mc, std::move(tok), static_cast<uint64_t>(run.seed), po);
   };
+  // The ranks training together, a step's rows cut into their slots
+  // (trainer_ranks.h): a model holds one slot's rows.
+  comm::Group* trainers = options.trainers;
+  const int ranks = trainers != nullptr ? trainers->size() : 1;
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
-                   PostRun::Create(std::move(config), "sft", options, batch_size, fresh));
+                   PostRun::Create(std::move(config), "sft", options,
+                                   SlotRowsAtMost(batch_size, 1, ranks * grad_accum), fresh));
   Policy& policy = run->policy();
   if (!run->loaded_from().empty() && run->raw_config().Has("model.dim")) {
     // A [model] section beside a checkpoint (sft.init, or a resumed fresh
@@ -98,7 +113,22 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   const kernels::KernelCtx& ctx = *policy.ctx;
   model::Llama& model = *policy.llama;
   const int64_t t_len = policy.config.max_seq_len;
+  std::unique_ptr<comm::Group> alone;
+  if (trainers == nullptr) {
+    alone = comm::MakeLocalGroup("trainer");
+    trainers = alone.get();
+  }
+  if (ranks > 1) {
+    comm::SetWatchdogTimeout(comm_timeout_s);
+    RETURN_IF_ERROR(CheckSameKernels(
+        *trainers, ctx.BitsName(policy.llama->options().precision == model::Precision::kBF16)));
+  }
+  TrainerRanks slots(*trainers, static_cast<int>(grad_accum), model, nullptr, ctx.pool());
+  parallel::DataParallel& dp = slots.policy_dp();
+  model::StepHooks step_hooks;
+  step_hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
   if (hooks.on_start) hooks.on_start(rc, run->first_step());
+  run->SetTrainerSlots(ranks, slots.grad_accum(), "step", hooks.run);
 
   SftBatch batch;
   int64_t tokens_seen = run->step() * batch_size * t_len;
@@ -107,31 +137,52 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     ANVIL_TRACE_ZONE("sft_step");
     Stopwatch watch;
     RETURN_IF_ERROR(FillBatch(policy, rc.task, run->step() * batch_size, batch_size, batch));
-    const model::Batch view{.rows = batch_size, .seq_len = t_len, .tokens = batch.tokens,
-                            .targets = batch.targets};
-    model.ZeroGrads(ctx);
-    const model::LossStats loss = model.ForwardBackward(ctx, view, /*loss_scale=*/0.0f);
+    // The mean over the whole step's answer tokens, whichever slot holds them.
+    const float loss_scale =
+        batch.counted > 0 ? static_cast<float>(1.0 / static_cast<double>(batch.counted)) : 0.0f;
+    std::vector<double> loss_sums(static_cast<size_t>(slots.grad_accum()));
+    for (int i = 0; i < slots.grad_accum(); ++i) {
+      const auto [a, b] = slots.SlotRows(0, batch_size, i * slots.size() + slots.rank());
+      dp.BeginMicroBatch(i);
+      model.ZeroGrads(ctx);
+      if (a == b) {
+        dp.OnGradsReady(0);  // a slot without rows adds zeros
+        continue;
+      }
+      const model::Batch view{
+          .rows = b - a,
+          .seq_len = t_len,
+          .tokens = std::span<const int32_t>(batch.tokens).subspan(a * t_len, (b - a) * t_len),
+          .targets = std::span<const int32_t>(batch.targets).subspan(a * t_len, (b - a) * t_len)};
+      loss_sums[i] = model.ForwardBackward(ctx, view, loss_scale, step_hooks).loss_sum;
+    }
+    const std::span<const float> grads = dp.FinishReduction();
+    double loss_sum = 0;  // the slots' sums in slot order
+    for (const double x : slots.AllSlots(loss_sums, 1)) loss_sum += x;
     model::LlamaParams& params = model.params();
-    const double grad_norm = optim::GlobalNorm(ctx.pool(), params.grads());
+    const double grad_norm = optim::GlobalNorm(ctx.pool(), grads);
     const double lr = run->LrAt(run->step());
     run->adamw().Step(ctx, lr, optim::ClipScale(grad_norm, rc.optim.grad_clip), params.weights(),
-                      params.grads(), params.bf16());
+                      grads, params.bf16());
     run->StepDone();
     tokens_seen += batch_size * t_len;
     train::StepMetrics m;
     m.step = run->step();
-    m.loss = loss.mean();
+    m.loss = batch.counted > 0 ? loss_sum / static_cast<double>(batch.counted) : 0.0;
     m.lr = lr;
     m.grad_norm = grad_norm;
     m.seconds = watch.Seconds();
     m.tokens_per_s = static_cast<double>(batch_size * t_len) / std::max(m.seconds, 1e-9);
     m.tokens = tokens_seen;
     m.mem_high_water = train::PeakRssBytes();
-    run->metrics().Write(m);
+    if (run->writer()) run->metrics().Write(m);
     if (hooks.on_step) hooks.on_step(m);
     RETURN_IF_ERROR(run->AfterStep(hooks.run));
-    if (stop_at > 0 && run->last_eval_step() == run->step() &&
-        run->last_eval()->accuracy >= stop_at) {
+    // Rank 0 evaluates: its verdict is every rank's.
+    int stop = stop_at > 0 && run->last_eval_step() == run->step() &&
+               run->last_eval()->accuracy >= stop_at;
+    if (ranks > 1) trainers->Broadcast(std::span<int>(&stop, 1), 0);
+    if (stop != 0) {
       reached = true;
       if (hooks.run.on_message) {
         hooks.run.on_message(fmt::format(

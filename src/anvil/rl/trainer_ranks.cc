@@ -88,6 +88,21 @@ std::vector<double> TrainerRanks::AllSlots(std::span<const double> mine, int64_t
   return by_slot;
 }
 
+Status CheckSameKernels(comm::Group& trainers, const std::string& mine) {
+  if (trainers.size() == 1) return Status::Ok();
+  std::array<char, 64> name{};
+  std::copy_n(mine.begin(), std::min(mine.size(), name.size() - 1), name.begin());
+  trainers.Broadcast(std::as_writable_bytes(std::span<char>(name)), 0);
+  const int odd = mine != name.data() ? trainers.rank() : 0;
+  if (const int last = trainers.AllReduceValue(odd, comm::ReduceOp::kMax); last != 0) {
+    return InvalidArgument(fmt::format(
+        "trainer rank {} runs {} kernels, rank 0 the {}: their gradients would differ; run "
+        "every rank with the same ANVIL_ISA and ANVIL_AMX",
+        last, odd == last ? "the " + mine : std::string("other"), name.data()));
+  }
+  return Status::Ok();
+}
+
 int64_t SlotRowsAtMost(int64_t rows, int64_t minibatches, int64_t slots) {
   const int64_t update = (rows + minibatches - 1) / minibatches;
   return std::max<int64_t>(1, (update + slots - 1) / slots);

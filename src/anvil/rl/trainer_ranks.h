@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,11 @@ class TrainerRanks {
   int grad_accum_;
   std::unique_ptr<parallel::DataParallel> policy_dp_, critic_dp_;
 };
+
+// Every trainer rank must run the kernels rank 0 runs (`mine`:
+// KernelCtx::BitsName), or their gradients of the same rows would differ:
+// an error on every rank when one differs.
+Status CheckSameKernels(comm::Group& trainers, const std::string& mine);
 
 // The most rows a slot can have: `minibatches` updates over `rows` rows,
 // each cut into `slots`.
