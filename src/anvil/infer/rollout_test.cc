@@ -1,7 +1,8 @@
 // The rollout engine: results independent of the batch size (continuous
 // batching with 1, 3 or 16 slots), the thread count and the order samples
 // finish in; log-probabilities exactly those a trainer recomputes with the
-// training forward (max |difference| = 0) in f32, bf16 and fp8-block, with
+// training forward (max |difference| = 0) in f32, bf16 and the FP8 recipes
+// whose scales do not depend on the batch (fp8-block, mxfp8, fp8-delayed), with
 // and without top-k/top-p; the samples of one prompt draw different tokens;
 // eos, a stop string, max_new and the context's end stop a sample; bad
 // prompts are refused.
@@ -16,6 +17,7 @@
 #include <set>
 
 #include "anvil/core/thread_pool.h"
+#include "anvil/model/fp8_delayed_scaling.h"
 
 namespace anvil::infer {
 namespace {
@@ -57,7 +59,9 @@ TEST(RolloutTest, BatchInvariantAndExactlyTheTrainersLogProbs) {
   const Case cases[] = {{model::Precision::kF32, full},
                         {model::Precision::kF32, truncated},
                         {model::Precision::kBF16, full},
-                        {model::Precision::kFp8Block, full}};
+                        {model::Precision::kFp8Block, full},
+                        {model::Precision::kMxfp8, full},
+                        {model::Precision::kFp8Delayed, full}};
   const auto prompts = Prompts(5, 3, 64);
   for (const Case& c : cases) {
     ThreadPool pool1(1), pool2(2);
@@ -65,6 +69,19 @@ TEST(RolloutTest, BatchInvariantAndExactlyTheTrainersLogProbs) {
     // Several padded rows a forward: the trainer's batches.
     model::Llama model(Micro(), {.precision = c.precision, .max_batch = 4}, ctx2);
     model.InitWeights(ctx2, 11);
+    if (model::Fp8DelayedScaling* delayed = model.fp8_delayed()) {
+      // One recorded step: an amax history, so forwards use its fixed scales.
+      const int64_t t_len = Micro().max_seq_len;
+      std::vector<int32_t> tokens(4 * t_len), targets(4 * t_len);
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] = static_cast<int32_t>(i * 7 % 64);
+        targets[i] = static_cast<int32_t>(i * 11 % 64);
+      }
+      delayed->BeginStep();
+      model.ForwardBackward(
+          ctx2, {.rows = 4, .seq_len = t_len, .tokens = tokens, .targets = targets}, 0.0f);
+      delayed->EndStep();
+    }
     std::vector<RolloutSample> first;
     for (const int64_t batch : {1, 3, 16}) {
       for (const kernels::KernelCtx* ctx : {&ctx1, &ctx2}) {
