@@ -2,7 +2,7 @@
 # `anvil sft` then `anvil rl` end to end on a micro model and 1-digit
 # addition (the shipped configs, shrunk with --set): both print held-out
 # accuracy, every GRPO step reports a rollout-vs-trainer log-prob difference
-# of exactly 0, the RL checkpoint generates on its own (its tokenizer travels
+# of exactly 0 (f32, fp8-block, mxfp8), the RL checkpoint generates on its own (its tokenizer travels
 # with it), and bad starts fail with a clear message.
 # Usage: cli_test.sh ANVIL_BINARY SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -29,6 +29,29 @@ grep -q "^done: 40 steps" "$work/sft.log" || fail "sft did not finish its 40 ste
 [ "$(grep -c '^rl step [0-9]*/4 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rl step lines"; }
 [ "$(grep -c '|dlogp| 0 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rollout and trainer log-probs differ"; }
 grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy change"
+
+# The FP8 recipes whose scales do not depend on the batch: the same exact
+# parity every step; the others are refused, as are their asynchronous rollouts.
+for recipe in fp8-block mxfp8; do
+  "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-$recipe" --set task.digits=1 \
+    --set rl.init="$work/sft" --set rl.steps=3 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
+    --set rl.eval_problems=10 --set rl.log_every=1 --set rl.precision="\"$recipe\"" \
+    > "$work/rl-$recipe.log" 2>&1 || { cat "$work/rl-$recipe.log"; fail "rl $recipe"; }
+  [ "$(grep -c '|dlogp| 0 ' "$work/rl-$recipe.log")" = 3 ] \
+    || { cat "$work/rl-$recipe.log"; fail "$recipe: rollout and trainer log-probs differ"; }
+done
+if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-tensor" \
+    --set rl.init="$work/sft" --set rl.precision='"fp8-tensor"' > "$work/rl-tensor.log" 2>&1; then
+  fail "rl ran fp8-tensor"
+fi
+grep -q "fp8-block or mxfp8" "$work/rl-tensor.log" || { cat "$work/rl-tensor.log"; fail "fp8-tensor message"; }
+if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-fp8-async" \
+    --set task.digits=1 --set rl.init="$work/sft" --set rl.precision='"fp8-block"' \
+    --set rl.max_staleness=1 > "$work/rl-fp8-async.log" 2>&1; then
+  fail "rl ran asynchronous FP8 rollouts"
+fi
+grep -q "rl.max_staleness = 0" "$work/rl-fp8-async.log" \
+  || { cat "$work/rl-fp8-async.log"; fail "fp8 async message"; }
 
 "$anvil" generate --ckpt "$work/rl" --prompt "1+2=" --greedy --max-new 3 > "$work/gen.log" 2>&1 \
   || { cat "$work/gen.log"; fail "generate from the rl checkpoint"; }

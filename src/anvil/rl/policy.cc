@@ -15,10 +15,17 @@
 namespace anvil::rl {
 namespace {
 
+// f32, bf16, or an FP8 recipe whose scales do not depend on the batch (per
+// block or per 32 values), so the rollout engine's log-probabilities are the
+// trainer's bit for bit: not fp8-tensor (a tensor's amax) nor fp8-delayed
+// (amax histories a post-training run does not keep).
 Status CheckPrecision(model::Precision precision) {
-  if (precision != model::Precision::kF32 && precision != model::Precision::kBF16) {
-    return InvalidArgument(fmt::format("post-training runs in f32 or bf16, not {}",
-                                       model::PrecisionName(precision)));
+  if (precision != model::Precision::kF32 && precision != model::Precision::kBF16 &&
+      precision != model::Precision::kFp8Block && precision != model::Precision::kMxfp8) {
+    return InvalidArgument(fmt::format(
+        "post-training runs in f32, bf16, fp8-block or mxfp8 (FP8 recipes whose scales do not "
+        "depend on the batch), not {}",
+        model::PrecisionName(precision)));
   }
   return Status::Ok();
 }

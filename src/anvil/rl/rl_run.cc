@@ -303,6 +303,11 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       return policy.tokenizer.TokenText(token);
     };
   }
+  if (gc.max_staleness == 1 && model::IsFp8(rc.precision)) {
+    return Unimplemented(
+        "asynchronous rollouts of an FP8 policy (their weight snapshot carries no recipe): set "
+        "rl.max_staleness = 0");
+  }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }

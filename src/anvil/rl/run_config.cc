@@ -22,9 +22,12 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
   ASSIGN_OR_RETURN(c.keep_checkpoints, config.GetInt(p + "keep_checkpoints", c.keep_checkpoints));
   ASSIGN_OR_RETURN(c.threads, config.GetInt(p + "threads", c.threads));
   ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble(p + "max_minutes", c.max_minutes));
-  if (c.precision != model::Precision::kF32 && c.precision != model::Precision::kBF16) {
-    return InvalidArgument(fmt::format("{}precision = \"{}\": post-training runs in f32 or bf16",
-                                       p, precision));
+  if (c.precision != model::Precision::kF32 && c.precision != model::Precision::kBF16 &&
+      c.precision != model::Precision::kFp8Block && c.precision != model::Precision::kMxfp8) {
+    return InvalidArgument(fmt::format(
+        "{}precision = \"{}\": post-training runs in f32, bf16, fp8-block or mxfp8 (FP8 recipes "
+        "whose scales do not depend on the batch, so rollouts and the trainer agree bit for bit)",
+        p, precision));
   }
   auto positive = [&](const char* key, int64_t v) -> Status {
     if (v < 1) return InvalidArgument(fmt::format("{}{} = {}: expected >= 1", p, key, v));
