@@ -16,29 +16,46 @@
 #include "anvil/model/hf_checkpoint.h"
 
 namespace anvil::infer {
-namespace {
 
-// The run's FP8 settings (its resolved config.toml), so a checkpoint runs the
-// recipe it was trained with.
-Result<model::ForwardOptions> Fp8OptionsOf(Config& run, model::ForwardOptions o) {
-  ASSIGN_OR_RETURN(const std::string grad, run.GetString("train.fp8_grad_format", "e4m3"));
-  o.fp8.grad = grad == "e5m2" ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
-  ASSIGN_OR_RETURN(const std::string decode, run.GetString("train.fp8_decode", "f32"));
-  o.fp8.decode = decode == "bf16" ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
+Result<model::ForwardOptions> Fp8SettingsOf(Config& run, model::ForwardOptions o) {
+  // A string setting: "auto" (an unresolved setting of a run that was not
+  // FP8) keeps what `o` has.
+  const auto choice = [&run](const std::string& key, const char* a, const char* b,
+                             bool is_b) -> Result<bool> {
+    ASSIGN_OR_RETURN(const std::string v, run.GetString(key, is_b ? b : a));
+    if (v == "auto") return is_b;
+    if (v != a && v != b) {
+      return InvalidArgument(fmt::format("{} = \"{}\": expected \"{}\" or \"{}\"", key, v, a, b));
+    }
+    return v == b;
+  };
+  ASSIGN_OR_RETURN(const bool e5m2, choice("train.fp8_grad_format", "e4m3", "e5m2",
+                                           o.fp8.grad == kernels::Fp8Format::kE5M2));
+  o.fp8.grad = e5m2 ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
+  ASSIGN_OR_RETURN(const bool decode_bf16, choice("train.fp8_decode", "f32", "bf16",
+                                                  o.fp8.decode == kernels::Fp8Decode::kBf16));
+  o.fp8.decode = decode_bf16 ? kernels::Fp8Decode::kBf16 : kernels::Fp8Decode::kF32;
   // A run from before the key existed kept its LM head and layers in f32.
-  ASSIGN_OR_RETURN(const std::string kept, run.GetString("train.fp8_high_precision", "f32"));
-  o.fp8.high_precision_bf16 = kept == "bf16";
-  ASSIGN_OR_RETURN(const int64_t keep, run.GetInt("train.fp8_high_precision_layers", 0));
+  ASSIGN_OR_RETURN(o.fp8.high_precision_bf16,
+                   choice("train.fp8_high_precision", "f32", "bf16", o.fp8.high_precision_bf16));
+  ASSIGN_OR_RETURN(const int64_t keep,
+                   run.GetInt("train.fp8_high_precision_layers", o.fp8_high_precision_layers));
+  if (keep < 0 || keep > 1024) {
+    return InvalidArgument(
+        fmt::format("train.fp8_high_precision_layers = {}: expected 0..1024", keep));
+  }
   o.fp8_high_precision_layers = static_cast<int>(keep);
-  ASSIGN_OR_RETURN(const int64_t history, run.GetInt("train.fp8_amax_history", 16));
+  ASSIGN_OR_RETURN(const int64_t history, run.GetInt("train.fp8_amax_history", o.fp8.amax_history));
   if (history < 1 || history > 4096) {
-    return InvalidArgument(fmt::format("config.toml: train.fp8_amax_history = {}", history));
+    return InvalidArgument(fmt::format("train.fp8_amax_history = {}: expected 1..4096", history));
   }
   o.fp8.amax_history = static_cast<int>(history);
-  ASSIGN_OR_RETURN(const std::string reduction, run.GetString("train.fp8_amax_reduction", "max"));
-  o.fp8.amax_most_recent = reduction == "most_recent";
+  ASSIGN_OR_RETURN(o.fp8.amax_most_recent, choice("train.fp8_amax_reduction", "max", "most_recent",
+                                                  o.fp8.amax_most_recent));
   return o;
 }
+
+namespace {
 
 // fp8-delayed: the amax histories the trainer saved with the checkpoint
 // (absent in a run of another precision: then each tensor is scaled by its
@@ -75,7 +92,7 @@ namespace {
 // The folder, its config.json, threads and kernel context, and the options
 // of `precision` (an FP8 recipe's from the run's config.toml).
 Result<CheckpointModel> Open(const std::string& checkpoint, model::Precision precision, int threads,
-                             model::ForwardOptions* options) {
+                             Config* run_fp8, model::ForwardOptions* options) {
   CheckpointModel m;
   ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
@@ -84,7 +101,10 @@ Result<CheckpointModel> Open(const std::string& checkpoint, model::Precision pre
   *options = {.precision = precision};
   if (model::IsFp8(precision)) {
     ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
-    ASSIGN_OR_RETURN(*options, Fp8OptionsOf(run, *options));
+    ASSIGN_OR_RETURN(*options, Fp8SettingsOf(run, *options));
+    if (run_fp8 != nullptr) {
+      ASSIGN_OR_RETURN(*options, Fp8SettingsOf(*run_fp8, *options));
+    }
   }
   return m;
 }
@@ -108,9 +128,9 @@ const model::ForwardWeights& CheckpointModel::forward_weights() const {
 
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
-                                            int64_t max_batch) {
+                                            int64_t max_batch, Config* run_fp8) {
   model::ForwardOptions o;
-  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, &o));
+  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, run_fp8, &o));
   const model::LlamaOptions options{.precision = o.precision,
                                     .max_batch = max_batch,
                                     .max_seq_len = m.config.max_seq_len,
@@ -125,7 +145,7 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
                                            model::Precision precision, int threads) {
   model::ForwardOptions o;
-  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, &o));
+  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, nullptr, &o));
   m.inference = std::make_unique<model::InferenceModel>(m.config, o, *m.ctx);
   RETURN_IF_ERROR(LoadWeights(m, m.inference->params(), m.inference->fp8_delayed()));
   return m;

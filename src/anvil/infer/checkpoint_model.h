@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "anvil/core/config.h"
 #include "anvil/core/status.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/data/shard.h"
@@ -39,12 +40,18 @@ struct CheckpointModel {
 std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
                                                  const model::ModelConfig& config);
 
+// An FP8 recipe's settings, the train.fp8_* keys of a run's config, over
+// `o`: a key absent, or "auto" (a run's that never resolved it), keeps `o`'s.
+// The checkpoints' FP8 models run the recipe of the run that saved them.
+Result<model::ForwardOptions> Fp8SettingsOf(Config& run, model::ForwardOptions o);
+
 // `checkpoint`: a checkpoint folder, a run folder or its `latest` file;
 // `threads` 0: ANVIL_THREADS or all cores; steps of up to `max_batch` rows of
-// model.max_seq_len tokens.
+// model.max_seq_len tokens. An FP8 precision runs the checkpoint's recipe,
+// with the settings `run_fp8` gives (a new run's own) over it.
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
-                                            int64_t max_batch = 1);
+                                            int64_t max_batch = 1, Config* run_fp8 = nullptr);
 // The same checkpoint as a decode-only model (no gradients, no activations).
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
                                            model::Precision precision, int threads);

@@ -73,6 +73,15 @@ inline bool HoldsBf16Weights(Precision precision, const Fp8Recipe& fp8) {
   return precision == Precision::kBF16 || KeptInBf16(precision, fp8);
 }
 
+// Whether any GEMM of a model of `precision` runs bf16 dot products: bf16,
+// and the FP8 recipes that decode to bf16 or keep GEMMs in bf16. It names
+// the kernels a run depends on (KernelCtx::BitsName): ranks whose gradients
+// are summed, and a rollout engine and its trainer, must agree on them.
+inline bool RunsBf16Gemms(Precision precision, const Fp8Recipe& fp8) {
+  return precision == Precision::kBF16 ||
+         (IsFp8(precision) && (fp8.decode == kernels::Fp8Decode::kBf16 || fp8.high_precision_bf16));
+}
+
 class Fp8Linear : public LowPrecisionLinear {
  public:
   // Buffers for operands of up to `max_a` and `max_b` codes with up to

@@ -3,13 +3,13 @@
 
 #include <fmt/core.h>
 
-
 #include "anvil/core/file_util.h"
 #include "anvil/data/tokenizer_json.h"
 #include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/generate.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/model/checkpoint_weights.h"
+#include "anvil/model/fp8_linear.h"
 #include "anvil/model/hf_checkpoint.h"
 
 namespace anvil::rl {
@@ -38,12 +38,19 @@ Status Build(Policy& policy, const PolicyOptions& options) {
                                        policy.tokenizer.vocab_size(), policy.config.vocab_size));
   }
   if (options.max_batch < 1) return InvalidArgument("a policy needs max_batch >= 1");
+  model::ForwardOptions recipe{.precision = options.precision};
+  if (model::IsFp8(options.precision) && options.fp8_settings != nullptr) {
+    ASSIGN_OR_RETURN(recipe, infer::Fp8SettingsOf(*options.fp8_settings, recipe));
+  }
   policy.pool = std::make_unique<ThreadPool>(options.threads);
   policy.ctx = infer::MakeModelCtx(*policy.pool, policy.config);
   policy.llama = std::make_unique<model::Llama>(
       policy.config,
-      model::LlamaOptions{.precision = options.precision, .max_batch = options.max_batch,
-                          .max_seq_len = policy.config.max_seq_len},
+      model::LlamaOptions{.precision = options.precision,
+                          .max_batch = options.max_batch,
+                          .max_seq_len = policy.config.max_seq_len,
+                          .fp8 = recipe.fp8,
+                          .fp8_high_precision_layers = recipe.fp8_high_precision_layers},
       *policy.ctx);
   return Status::Ok();
 }
@@ -70,6 +77,11 @@ std::string Policy::Text(std::span<const int32_t> tokens) const {
   return text;
 }
 
+std::string Policy::Kernels() const {
+  const model::LlamaOptions& o = llama->options();
+  return ctx->BitsName(model::RunsBf16Gemms(o.precision, o.fp8));
+}
+
 Result<Policy> NewPolicy(const model::ModelConfig& config, data::Tokenizer tokenizer,
                          uint64_t seed, const PolicyOptions& options) {
   RETURN_IF_ERROR(config.Validate());
@@ -85,7 +97,7 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
   if (options.max_batch < 1) return InvalidArgument("a policy needs max_batch >= 1");
   ASSIGN_OR_RETURN(infer::CheckpointModel m,
                    infer::LoadCheckpointModel(checkpoint, options.precision, options.threads,
-                                              options.max_batch));
+                                              options.max_batch, options.fp8_settings));
   ASSIGN_OR_RETURN(data::Tokenizer tokenizer, infer::CheckpointTokenizer(m.info.dir, ""));
   if (dir_out != nullptr) *dir_out = m.info.dir;
   return Policy{.config = m.config,

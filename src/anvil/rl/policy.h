@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "anvil/core/config.h"
 #include "anvil/core/status.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/data/tokenizer.h"
@@ -40,12 +41,19 @@ struct Policy {
   // the tokenizer's vocabulary).
   std::string Text(std::span<const int32_t> tokens) const;
   int32_t eos() const { return static_cast<int32_t>(tokenizer.eos_id()); }
+  // The kernels its GEMMs run (KernelCtx::BitsName, model::RunsBf16Gemms):
+  // trainer ranks, and a rollout rank and its trainer, must run the same.
+  std::string Kernels() const;
 };
 
 struct PolicyOptions {
   model::Precision precision = model::Precision::kF32;  // f32 or bf16
   int64_t max_batch = 1;  // rows of model.max_seq_len tokens a step may hold
   int threads = 0;        // 0: ANVIL_THREADS or all cores
+  // FP8: the run's config, whose train.fp8_* keys (infer::Fp8SettingsOf)
+  // set the recipe, over a loaded checkpoint's; null: the checkpoint's, or
+  // the defaults.
+  Config* fp8_settings = nullptr;
 };
 
 // A policy with weights initialised from `seed` (LlamaParams::Init). The

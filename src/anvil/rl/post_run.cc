@@ -10,6 +10,7 @@
 #include "anvil/core/check.h"
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
+#include "anvil/model/fp8_linear.h"
 
 namespace anvil::rl {
 namespace {
@@ -52,9 +53,11 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
   kind_ = kind;
   options_ = options;
   ASSIGN_OR_RETURN(run_, PostRunConfig::FromConfig(config_, kind));
-  const PolicyOptions policy_options{.precision = run_.precision,
-                                     .max_batch = max_batch,
-                                     .threads = static_cast<int>(run_.threads)};
+  const PolicyOptions policy_options{
+      .precision = run_.precision,
+      .max_batch = max_batch,
+      .threads = static_cast<int>(run_.threads),
+      .fp8_settings = model::IsFp8(run_.precision) ? &config_ : nullptr};
   const std::string latest = options_.run_dir + "/" + io::kLatestFile;
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
@@ -94,8 +97,22 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
     }
     adamw_ = PolicyOptimizer(*policy_, run_.optim);
   }
+  RecordFp8Recipe();
   schedule_ = std::make_unique<optim::LrSchedule>(run_.optim, run_.steps);
   return Status::Ok();
+}
+
+// The recipe that runs: the train.fp8_* keys the config gives
+// (PolicyOptions::fp8_settings) over the loaded checkpoint's, or over the
+// defaults. Recorded as values ("auto" resolved), so a resume, whose
+// LoadPolicy reads the checkpoint's config.toml, runs it again.
+void PostRun::RecordFp8Recipe() {
+  const model::LlamaOptions& o = policy_->llama->options();
+  if (!model::IsFp8(o.precision)) return;
+  const auto name = [](bool bf16) { return std::string(bf16 ? "bf16" : "f32"); };
+  config_.Resolve("train.fp8_decode", name(o.fp8.decode == kernels::Fp8Decode::kBf16));
+  config_.Resolve("train.fp8_high_precision", name(o.fp8.high_precision_bf16));
+  config_.Resolve("train.fp8_high_precision_layers", int64_t{o.fp8_high_precision_layers});
 }
 
 Status PostRun::Start() {

@@ -66,6 +66,10 @@ class PostRun {
   static Result<std::unique_ptr<PostRun>> Create(Config config, const std::string& kind,
                                                  const PostRunOptions& options,
                                                  int64_t max_batch, const FreshPolicy& fresh);
+  // An FP8 policy's recipe into the run's config, so its config.toml and
+  // checkpoints carry it (what LoadPolicy reads on resume, and `anvil
+  // generate`).
+  void RecordFp8Recipe();
 
   const PostRunConfig& config() const { return run_; }
   // The run config: sections beyond the shared ones are read by the caller

@@ -329,5 +329,60 @@ TEST(PostRunTest, AsyncRolloutsAreOneStepStaleAndResumeBitwise) {
       << refused.status().ToString();
 }
 
+// An FP8 recipe set in a post-training run's config (pre-training's
+// train.fp8_* keys) is the one it runs and records: an SFT run resumed
+// halfway ends where one run through does, its checkpoints name the recipe,
+// and an RL run from one inherits it unless its own config sets another.
+TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
+  data::testing::TempDir dir;
+  const std::string through = dir / "through", halves = dir / "halves";
+  const auto fp8_sft = [] {
+    Config c = SftConfig();
+    for (const char* s : {"sft.precision=fp8-block", "model.n_layers=3", "train.fp8_decode=bf16",
+                          "train.fp8_high_precision=bf16", "train.fp8_high_precision_layers=1"}) {
+      EXPECT_TRUE(c.Set(s).ok()) << s;
+    }
+    return c;
+  };
+  auto a = RunSft(fp8_sft(), {.run_dir = through}, {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  int64_t done = 0;
+  SftHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 15)},
+                        .on_step = [&](const train::StepMetrics&) { ++done; }};
+  ASSERT_TRUE(RunSft(fp8_sft(), {.run_dir = halves}, stop_halfway).ok());
+  auto config = Config::FromFile(halves + "/config.toml");
+  ASSERT_TRUE(config.ok());
+  auto second = RunSft(*config, {.run_dir = halves, .resume = true}, {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(State(halves, 30), State(through, 30));
+
+  const auto recipe_of = [](const std::string& config_toml) {
+    auto c = Config::FromFile(config_toml);
+    EXPECT_TRUE(c.ok()) << config_toml;
+    return *c->GetString("train.fp8_decode", "?") + " " +
+           *c->GetString("train.fp8_high_precision", "?") + " " +
+           std::to_string(*c->GetInt("train.fp8_high_precision_layers", -1));
+  };
+  EXPECT_EQ(recipe_of(through + "/step_30/config.toml"), "bf16 bf16 1");
+
+  const auto fp8_rl = [&](const std::string& out, const char* extra) {
+    Config c = RlConfig(through);
+    EXPECT_TRUE(c.Set("rl.precision=fp8-block").ok() && c.Set("rl.steps=2").ok());
+    if (extra != nullptr) EXPECT_TRUE(c.Set(extra).ok());
+    return RunRl(c, {.run_dir = out}, {});
+  };
+  auto inherited = fp8_rl(dir / "rl", nullptr);
+  ASSERT_TRUE(inherited.ok()) << inherited.status().ToString();
+  EXPECT_EQ(recipe_of(dir / "rl/step_2/config.toml"), "bf16 bf16 1");
+  for (const nlohmann::json& line : MetricsLines(dir / "rl")) {
+    if (line.contains("max_logprob_diff")) EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0);
+  }
+  ASSERT_TRUE(fp8_rl(dir / "rl_auto", "train.fp8_decode=auto").ok());  // as the checkpoint
+  EXPECT_EQ(recipe_of(dir / "rl_auto/step_2/config.toml"), "bf16 bf16 1");
+  ASSERT_TRUE(fp8_rl(dir / "rl_f32_decode", "train.fp8_decode=f32").ok());
+  EXPECT_EQ(recipe_of(dir / "rl_f32_decode/step_2/config.toml"), "f32 bf16 1");
+  EXPECT_FALSE(fp8_rl(dir / "rl_bad", "train.fp8_decode=bf17").ok());
+}
+
 }  // namespace
 }  // namespace anvil::rl

@@ -188,8 +188,7 @@ Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& worl
   }
   const model::ModelConfig& config = policy.config;
   SendText(world, rollout_rank, kSetupTag,
-           SetupJson(config, precision, policy.ctx->BitsName(precision == model::Precision::kBF16),
-                     quant, threads, timeout_s, options));
+           SetupJson(config, precision, policy.Kernels(), quant, threads, timeout_s, options));
   SendText(world, rollout_rank, kSetupTag,
            options.stop.empty() ? std::string() : TokenTexts(options, config.vocab_size));
   if (Status s = RecvStatus(world, rollout_rank, kSetupTag); !s.ok()) {

@@ -283,8 +283,16 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                    PostRun::Create(std::move(config), "rl", options, model_rows,
                                    /*fresh=*/nullptr));
   if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
-  RETURN_IF_ERROR(run->Start());
   const PostRunConfig& rc = run->config();
+  if (gc.max_staleness == 1 && model::IsFp8(rc.precision)) {
+    return Unimplemented(
+        "asynchronous rollouts of an FP8 policy (their weight snapshot carries no recipe): set "
+        "rl.max_staleness = 0");
+  }
+  if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
+    return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
+  }
+  RETURN_IF_ERROR(run->Start());
   Policy& policy = run->policy();
   const kernels::KernelCtx& ctx = *policy.ctx;
   const int64_t rollout_batch = gc.rollout_batch > 0
@@ -303,14 +311,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       return policy.tokenizer.TokenText(token);
     };
   }
-  if (gc.max_staleness == 1 && model::IsFp8(rc.precision)) {
-    return Unimplemented(
-        "asynchronous rollouts of an FP8 policy (their weight snapshot carries no recipe): set "
-        "rl.max_staleness = 0");
-  }
-  if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
-    return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
-  }
   // Colocated: an engine over the policy's own weights (and integer layers
   // requantized from them each step). Asynchronous: a snapshot's, drawn on
   // a thread of its own, kept in every checkpoint.
@@ -319,8 +319,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   std::unique_ptr<RolloutsAhead> async;
   if (ranks > 1) {
     comm::SetWatchdogTimeout(gc.comm_timeout_s);
-    RETURN_IF_ERROR(
-        CheckSameKernels(*trainers, ctx.BitsName(rc.precision == model::Precision::kBF16)));
+    RETURN_IF_ERROR(CheckSameKernels(*trainers, policy.Kernels()));
   }
   if (gc.max_staleness == 0) {
     infer::RolloutOptions o = engine_options;

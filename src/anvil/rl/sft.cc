@@ -120,8 +120,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   }
   if (ranks > 1) {
     comm::SetWatchdogTimeout(comm_timeout_s);
-    RETURN_IF_ERROR(CheckSameKernels(
-        *trainers, ctx.BitsName(policy.llama->options().precision == model::Precision::kBF16)));
+    RETURN_IF_ERROR(CheckSameKernels(*trainers, policy.Kernels()));
   }
   TrainerRanks slots(*trainers, static_cast<int>(grad_accum), model, nullptr, ctx.pool());
   parallel::DataParallel& dp = slots.policy_dp();

@@ -3,16 +3,16 @@
 // the run's data and seed are the ones the checkpoint was made with.
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/io/flat_shards.h"
 #include "anvil/model/checkpoint_weights.h"
+#include "anvil/model/fp8_linear.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/profile/trace.h"
 #include "anvil/train/trainer.h"
@@ -103,11 +103,8 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
 }
 
 std::string Trainer::kernels() const {
-  const bool bf16_gemms =
-      train_.precision == model::Precision::kBF16 ||
-      (model::IsFp8(train_.precision) &&
-       (train_.fp8_decode == anvil::kernels::Fp8Decode::kBf16 || train_.fp8_high_precision_bf16));
-  return ctx_->BitsName(bf16_gemms);
+  const model::LlamaOptions& o = model_->options();
+  return ctx_->BitsName(model::RunsBf16Gemms(o.precision, o.fp8));
 }
 
 // checkpoint_index.json: what a tool needs to read the checkpoint without
