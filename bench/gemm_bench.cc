@@ -241,8 +241,8 @@ int RunGemmBench(const GemmBenchOptions& options) {
         AlignedBuffer y(s.m * s.n * 4);  // aligned as Operands' C
         const Timing t = TimeMedian(
             [&] {
-              const kernels::IntRows a =
-                  kernels::QuantizeRowsInt8(ctx, s.m, s.k, reinterpret_cast<const float*>(fa.data()), 0, rows.data());
+              const kernels::IntRows a = kernels::QuantizeRowsInt8(
+                  ctx, s.m, s.k, reinterpret_cast<const float*>(fa.data()), 0, rows.data(), &w);
               kernels::GemmInt(ctx, a, w, reinterpret_cast<float*>(y.data()), 0, false);
             },
             options.min_seconds);

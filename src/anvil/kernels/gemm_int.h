@@ -86,7 +86,9 @@ IntWeights QuantizeWeightsInt(const KernelCtx& ctx, int64_t k, int64_t n, const 
                               int64_t ldw, IntBits bits);
 
 // Activations x [m, k] quantized per row, in caller memory of
-// IntRowsBytes(m, k) bytes (64-byte aligned).
+// IntRowsBytes(m, k) bytes (64-byte aligned). With `for_weights`, the rows
+// of one GemmInt call of those weights on `ctx`: only the codes its kernels
+// read are written (the other pointer is null); without, both.
 struct IntRows {
   int64_t m = 0, k = 0;
   int64_t ld = 0;                // padded row length of q and q_u8 (multiple of 64)
@@ -97,7 +99,7 @@ struct IntRows {
 };
 size_t IntRowsBytes(int64_t m, int64_t k);
 IntRows QuantizeRowsInt8(const KernelCtx& ctx, int64_t m, int64_t k, const float* x, int64_t ldx,
-                         void* memory);
+                         void* memory, const IntWeights* for_weights = nullptr);
 
 // y[m, n] (+)= dequantized(a) · dequantized(w) as the header defines; y's
 // row stride ldy >= n (0: n). a.k must equal w.k().

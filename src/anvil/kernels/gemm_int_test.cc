@@ -44,17 +44,31 @@ std::vector<float> Data(int64_t rows, int64_t cols, uint32_t seed) {
 
 std::string Name(IntBits bits) { return bits == IntBits::kInt8 ? "w8a8" : "w4a8"; }
 
-// y = GemmInt(x, w) through the public API (y0 as the accumulate start).
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// y = GemmInt(x, w) through the public API (y0 as the accumulate start),
+// the rows quantized for these weights as a model does (only the codes the
+// call reads: int4 never reads the unsigned ones); the rows with every code
+// give the same bits.
 std::vector<float> RunGemm(const KernelCtx& ctx, int64_t m, int64_t k, const std::vector<float>& x,
-                       const IntWeights& w, const std::vector<float>* y0) {
-  AlignedBuffer memory(IntRowsBytes(m, k));
-  const IntRows a = QuantizeRowsInt8(ctx, m, k, x.data(), 0, memory.data());
+                           const IntWeights& w, const std::vector<float>* y0) {
+  AlignedBuffer memory(IntRowsBytes(m, k)), all_memory(IntRowsBytes(m, k));
+  const IntRows a = QuantizeRowsInt8(ctx, m, k, x.data(), 0, memory.data(), &w);
+  EXPECT_TRUE(a.q != nullptr || a.q_u8 != nullptr);
+  if (w.bits() == IntBits::kInt4) EXPECT_TRUE(a.q != nullptr && a.q_u8 == nullptr);
+  const IntRows all = QuantizeRowsInt8(ctx, m, k, x.data(), 0, all_memory.data());
   std::vector<float> y = y0 != nullptr ? *y0 : std::vector<float>(m * w.n(), -7.0f);
+  std::vector<float> y_all = y;
   GemmInt(ctx, a, w, y.data(), 0, y0 != nullptr);
+  GemmInt(ctx, all, w, y_all.data(), 0, y0 != nullptr);
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (!SameBits(y[i], y_all[i])) {
+      ADD_FAILURE() << "rows for the weights and rows with every code differ at " << i;
+      break;
+    }
+  }
   return y;
 }
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 struct Shape {
   int64_t k, n;

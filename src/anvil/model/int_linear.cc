@@ -61,7 +61,7 @@ void IntLinear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, in
   CHECK(q.k() == in && q.n() == out && n <= max_rows_)
       << "IntLinear: [" << n << ", " << in << "] x [" << in << ", " << out << "] against weights ["
       << q.k() << ", " << q.n() << "] for up to " << max_rows_ << " rows";
-  const kernels::IntRows a = kernels::QuantizeRowsInt8(ctx, n, in, x, 0, rows_.data());
+  const kernels::IntRows a = kernels::QuantizeRowsInt8(ctx, n, in, x, 0, rows_.data(), &q);
   kernels::GemmInt(ctx, a, q, y, 0, accumulate);
 }
 

@@ -16,6 +16,7 @@
 namespace anvil::kernels {
 namespace {
 
+using gemm_int_internal::Int8Rows;
 using gemm_int_internal::Kernels;
 using gemm_int_internal::PanelTask;
 
@@ -111,8 +112,8 @@ void ScalarEncodeRow(const float* x, int64_t k, int64_t ld, float inv, int8_t* q
   int32_t sum = 0;
   for (int64_t kk = 0; kk < ld; ++kk) {
     const int code = kk < k ? Encode(x[kk], inv, 127) : 0;
-    q[kk] = static_cast<int8_t>(code);
-    q_u8[kk] = static_cast<uint8_t>(code + 128);
+    if (q != nullptr) q[kk] = static_cast<int8_t>(code);
+    if (q_u8 != nullptr) q_u8[kk] = static_cast<uint8_t>(code + 128);
     sum += code;
     if (kk % kInt4Group == kInt4Group - 1 || kk == k - 1) {
       if (kk < k) sums[kk / kInt4Group] = sum;
@@ -232,7 +233,7 @@ size_t IntRowsBytes(int64_t m, int64_t k) {
 }
 
 IntRows QuantizeRowsInt8(const KernelCtx& ctx, int64_t m, int64_t k, const float* x, int64_t ldx,
-                         void* memory) {
+                         void* memory, const IntWeights* for_weights) {
   ANVIL_TRACE_ZONE("quantize_rows_int8");
   CHECK(m >= 0 && k > 0) << "QuantizeRowsInt8: m " << m << ", k " << k;
   if (ldx == 0) ldx = k;
@@ -244,10 +245,18 @@ IntRows QuantizeRowsInt8(const KernelCtx& ctx, int64_t m, int64_t k, const float
   a.k = k;
   a.ld = (k + 63) / 64 * 64;
   const int64_t groups = (k + kInt4Group - 1) / kInt4Group;
+  // For one GEMM, only the codes its kernels read (gemm_int_internal::
+  // Int8Rows): both copies are twice the bytes written and read back, which
+  // cost Zen 5's W8A8 4096 x 768 x 768 7-13% while the host's memory was busy.
+  Int8Rows codes = Int8Rows::kBoth;
+  if (for_weights != nullptr) {
+    codes =
+        for_weights->bits() == IntBits::kInt4 ? Int8Rows::kSigned : KernelsFor(ctx, m).int8_rows;
+  }
   auto* bytes = static_cast<std::byte*>(memory);
-  a.q = reinterpret_cast<int8_t*>(bytes);
+  a.q = codes != Int8Rows::kUnsigned ? reinterpret_cast<int8_t*>(bytes) : nullptr;
   bytes += AlignUp(static_cast<size_t>(m * a.ld));
-  a.q_u8 = reinterpret_cast<uint8_t*>(bytes);
+  a.q_u8 = codes != Int8Rows::kSigned ? reinterpret_cast<uint8_t*>(bytes) : nullptr;
   bytes += AlignUp(static_cast<size_t>(m * a.ld));
   a.scales = reinterpret_cast<float*>(bytes);
   bytes += AlignUp(static_cast<size_t>(m) * 4);
@@ -258,14 +267,14 @@ IntRows QuantizeRowsInt8(const KernelCtx& ctx, int64_t m, int64_t k, const float
       const float* xi = x + i * ldx;
       const BlockScaleOf s(tier.amax(xi, k), 127);
       a.scales[i] = s.scale;
-      int8_t* q = a.q + i * a.ld;
-      uint8_t* q_u8 = a.q_u8 + i * a.ld;
+      int8_t* q = a.q != nullptr ? a.q + i * a.ld : nullptr;
+      uint8_t* q_u8 = a.q_u8 != nullptr ? a.q_u8 + i * a.ld : nullptr;
       int32_t* sums = a.group_sums + i * groups;
       if (std::isfinite(s.inv) && s.inv != 0) {
         tier.encode(xi, k, a.ld, s.inv, q, q_u8, sums);
       } else {  // Encode's 0 for every value: a zero, non-finite or tiny amax
-        std::memset(q, 0, a.ld);
-        std::memset(q_u8, 128, a.ld);
+        if (q != nullptr) std::memset(q, 0, a.ld);
+        if (q_u8 != nullptr) std::memset(q_u8, 128, a.ld);
         std::fill(sums, sums + groups, 0);
       }
     }
@@ -288,6 +297,10 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   CHECK(y != nullptr) << "GemmInt: y is null";
   const Kernels& kernels = KernelsFor(ctx, a.m);
   const bool int4 = w.bits() == IntBits::kInt4;
+  const Int8Rows reads = int4 ? Int8Rows::kSigned : kernels.int8_rows;
+  CHECK((reads == Int8Rows::kUnsigned || a.q != nullptr) &&
+        (reads == Int8Rows::kSigned || a.q_u8 != nullptr))
+      << "GemmInt: the rows were quantized for other weights or another context";
   const int64_t panels = w.padded_n() / 16, groups = (a.k + kInt4Group - 1) / kInt4Group;
   PanelTask base;
   base.lines = w.lines();
@@ -308,8 +321,8 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
     t.scales = w.scales() + p * 16;
     t.column_sums = w.column_sums() + p * 16;
     t.rows = rows;
-    t.q = a.q + r0 * a.ld;
-    t.q_u8 = a.q_u8 + r0 * a.ld;
+    t.q = a.q != nullptr ? a.q + r0 * a.ld : nullptr;
+    t.q_u8 = a.q_u8 != nullptr ? a.q_u8 + r0 * a.ld : nullptr;
     t.row_scales = a.scales + r0;
     t.group_sums = a.group_sums + r0 * groups;
     t.y = y + r0 * ldy + p * 16;

@@ -204,6 +204,7 @@ const Kernels& AmxKernels() {
     k.wide_rows = kRows;
     k.enter = [] { ConfigureAmxTiles(); };
     k.leave = [] { _tile_release(); };
+    k.int8_rows = Int8Rows::kBoth;  // tiles: signed; rows past the last tile: VNNI's
     return k;
   }();
   return kKernels;

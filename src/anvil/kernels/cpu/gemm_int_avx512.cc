@@ -160,7 +160,13 @@ void Int8WideRows(const PanelTask& t) {
 }  // namespace
 
 const Kernels& Avx512Kernels() {
-  static constexpr Kernels kKernels = {Int8, Int4, kRows, Int8WideRows, kWidePanels, kWideRows};
+  static constexpr Kernels kKernels = {.int8 = Int8,
+                                       .int4 = Int4,
+                                       .max_rows = kRows,
+                                       .int8_wide = Int8WideRows,
+                                       .wide_panels = kWidePanels,
+                                       .wide_rows = kWideRows,
+                                       .int8_rows = Int8Rows::kUnsigned};
   return kKernels;
 }
 

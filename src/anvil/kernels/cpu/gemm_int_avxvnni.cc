@@ -63,7 +63,10 @@ void Int8(const PanelTask& t) {
 }  // namespace
 
 const Kernels& AvxVnniKernels() {
-  static constexpr Kernels kKernels = {Int8, Panels::Int4, Panels::kRows};
+  static constexpr Kernels kKernels = {.int8 = Int8,
+                                       .int4 = Panels::Int4,
+                                       .max_rows = Panels::kRows,
+                                       .int8_rows = Int8Rows::kUnsigned};
   return kKernels;
 }
 

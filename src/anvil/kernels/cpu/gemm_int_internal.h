@@ -39,6 +39,9 @@ struct PanelTask {
 };
 
 using PanelFn = void (*)(const PanelTask& task);
+// The activation codes a tier's int8 kernels read (int4's read the signed
+// ones and the group sums on every tier).
+enum class Int8Rows : uint8_t { kSigned, kUnsigned, kBoth };
 struct Kernels {
   PanelFn int8 = nullptr;
   PanelFn int4 = nullptr;
@@ -53,6 +56,7 @@ struct Kernels {
   // last (AMX: the tile configuration, which is per thread).
   void (*enter)() = nullptr;
   void (*leave)() = nullptr;
+  Int8Rows int8_rows = Int8Rows::kSigned;
 };
 
 const Kernels& Avx2Kernels();
@@ -72,8 +76,9 @@ struct RowQuantizer {
   float (*amax)(const float* x, int64_t k);
   // q[i] = rne(clamp(x[i] * inv, -127, 127)) for i < k, 0 for k <= i < ld
   // (a multiple of 64); q_u8[i] = q[i] + 128; sums[g] = the sum of q over
-  // group g of kRowGroup for every group that starts below k. Each x[i] *
-  // inv must be finite (the caller zeroes the rows where it would not be).
+  // group g of kRowGroup for every group that starts below k. q or q_u8
+  // null: not written (the GEMM does not read it). Each x[i] * inv must be
+  // finite (the caller zeroes the rows where it would not be).
   void (*encode)(const float* x, int64_t k, int64_t ld, float inv, int8_t* q, uint8_t* q_u8,
                  int32_t* sums);
 };

@@ -51,8 +51,10 @@ void Encode(const float* x, int64_t k, int64_t ld, float inv, int8_t* q, uint8_t
       const __m256i c0 = codes(i), c1 = codes(i + 8), c2 = codes(i + 16), c3 = codes(i + 24);
       const __m256i bytes = _mm256_permutevar8x32_epi32(
           _mm256_packs_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3)), order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), bytes);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_u8 + i), _mm256_xor_si256(bytes, offset));
+      if (q != nullptr) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), bytes);
+      if (q_u8 != nullptr) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_u8 + i), _mm256_xor_si256(bytes, offset));
+      }
       sum = _mm256_add_epi32(sum,
                              _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)));
     }

@@ -46,8 +46,10 @@ void Encode(const float* x, int64_t k, int64_t ld, float inv, int8_t* q, uint8_t
       const __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(Mask(k - i), x + i), scale);
       const __m512i code = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(y, lo), hi));
       const __m128i bytes = _mm512_cvtepi32_epi8(code);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), bytes);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q_u8 + i), _mm_xor_si128(bytes, offset));
+      if (q != nullptr) _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), bytes);
+      if (q_u8 != nullptr) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q_u8 + i), _mm_xor_si128(bytes, offset));
+      }
       sum = _mm512_add_epi32(sum, code);
     }
     if (g0 < k) sums[g0 / kRowGroup] = _mm512_reduce_add_epi32(sum);
