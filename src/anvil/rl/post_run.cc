@@ -9,6 +9,7 @@
 
 #include "anvil/core/check.h"
 #include "anvil/core/file_util.h"
+#include "anvil/infer/checkpoint_model.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/model/fp8_linear.h"
 
@@ -77,6 +78,7 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
                                   adamw_->step(), s.optimizer_step));
     }
     step_ = first_step_ = s.step;
+    RETURN_IF_ERROR(CheckResumedRecipe());
   } else {
     if (std::filesystem::exists(latest)) {
       return InvalidArgument(fmt::format(
@@ -113,6 +115,58 @@ void PostRun::RecordFp8Recipe() {
   config_.Resolve("train.fp8_decode", name(o.fp8.decode == kernels::Fp8Decode::kBf16));
   config_.Resolve("train.fp8_high_precision", name(o.fp8.high_precision_bf16));
   config_.Resolve("train.fp8_high_precision_layers", int64_t{o.fp8_high_precision_layers});
+  config_.Resolve("train.fp8_grad_format",
+                  std::string(o.fp8.grad == kernels::Fp8Format::kE5M2 ? "e5m2" : "e4m3"));
+  config_.Resolve("train.fp8_amax_history", int64_t{o.fp8.amax_history});
+  config_.Resolve("train.fp8_amax_reduction",
+                  std::string(o.fp8.amax_most_recent ? "most_recent" : "max"));
+}
+
+// A resume continues the run as it ran: its precision and FP8 recipe are the
+// checkpoint's (config.toml), not what a --set over them asks for now.
+Status PostRun::CheckResumedRecipe() const {
+  const std::string path = loaded_from_ + "/config.toml";
+  ASSIGN_OR_RETURN(Config saved, Config::FromFile(path));
+  const std::string key = kind_ + ".precision";
+  ASSIGN_OR_RETURN(const std::string precision, saved.GetString(key, "f32"));
+  const std::string now = model::PrecisionName(run_.precision);
+  if (precision != now) {
+    return InvalidArgument(fmt::format(
+        "{}: the run ran in {} precision, {} is now {}; a resume continues the run only in its "
+        "own precision (set {} = \"{}\")",
+        path, precision, key, now, key, precision));
+  }
+  if (!model::IsFp8(run_.precision)) return Status::Ok();
+  ASSIGN_OR_RETURN(const model::ForwardOptions ran,
+                   infer::Fp8SettingsOf(saved, {.precision = run_.precision}));
+  const model::LlamaOptions& o = policy_->llama->options();
+  const auto bf16 = [](bool b) { return std::string(b ? "bf16" : "f32"); };
+  const auto refuse = [&path](const char* name, const std::string& was, const std::string& is) {
+    return InvalidArgument(fmt::format(
+        "{}: the run's FP8 recipe has train.{} = {}, this resume asks for {}; a resume continues "
+        "the run only with its own recipe (set train.{} = \"{}\", or start a new run from the "
+        "checkpoint)",
+        path, name, was, is, name, was));
+  };
+  if (ran.fp8.decode != o.fp8.decode) {
+    return refuse("fp8_decode", bf16(ran.fp8.decode == kernels::Fp8Decode::kBf16),
+                  bf16(o.fp8.decode == kernels::Fp8Decode::kBf16));
+  }
+  if (ran.fp8.high_precision_bf16 != o.fp8.high_precision_bf16) {
+    return refuse("fp8_high_precision", bf16(ran.fp8.high_precision_bf16),
+                  bf16(o.fp8.high_precision_bf16));
+  }
+  if (ran.fp8_high_precision_layers != o.fp8_high_precision_layers) {
+    return refuse("fp8_high_precision_layers", std::to_string(ran.fp8_high_precision_layers),
+                  std::to_string(o.fp8_high_precision_layers));
+  }
+  if (ran.fp8.grad != o.fp8.grad) {
+    const auto format = [](kernels::Fp8Format f) {
+      return std::string(f == kernels::Fp8Format::kE5M2 ? "e5m2" : "e4m3");
+    };
+    return refuse("fp8_grad_format", format(ran.fp8.grad), format(o.fp8.grad));
+  }
+  return Status::Ok();
 }
 
 Status PostRun::Start() {

@@ -134,6 +134,8 @@ class PostRun {
   PostRun() = default;
   Status Init(Config config, const std::string& kind, const PostRunOptions& options,
               int64_t max_batch, const FreshPolicy& fresh);
+  // A resume's precision and FP8 recipe against the checkpoint's config.toml.
+  Status CheckResumedRecipe() const;
 
   Config config_;
   std::string kind_;

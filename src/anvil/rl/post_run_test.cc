@@ -10,10 +10,10 @@
 // by their importance ratios, and resume bitwise from their snapshot.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +137,17 @@ TEST(PostRunTest, SftLearnsResumesBitwiseAndRefusesAnOccupiedFolder) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->first_step, 15);
   EXPECT_EQ(State(halves, 30), State(through, 30));
+  // A resume runs the recipe it ran, or none: a --set over it is refused.
+  for (const char* change : {"train.fp8_decode=f32", "train.fp8_high_precision_layers=0",
+                             "train.fp8_grad_format=e4m3", "sft.precision=mxfp8"}) {
+    Config c = *config;
+    ASSERT_TRUE(c.Set(change).ok());
+    const auto refused = RunSft(c, {.run_dir = halves, .resume = true}, {});
+    ASSERT_FALSE(refused.ok()) << change;
+    const std::string key(change, std::strchr(change, '='));
+    EXPECT_NE(refused.status().message().find(key), std::string::npos)
+        << refused.status().ToString();
+  }
 
   EXPECT_FALSE(RunSft(SftConfig(), {.run_dir = through}, {}).ok());  // holds a run
 }
@@ -339,7 +350,8 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   const auto fp8_sft = [] {
     Config c = SftConfig();
     for (const char* s : {"sft.precision=fp8-block", "model.n_layers=3", "train.fp8_decode=bf16",
-                          "train.fp8_high_precision=bf16", "train.fp8_high_precision_layers=1"}) {
+                          "train.fp8_high_precision=bf16", "train.fp8_high_precision_layers=1",
+                          "train.fp8_grad_format=e5m2"}) {
       EXPECT_TRUE(c.Set(s).ok()) << s;
     }
     return c;
@@ -355,15 +367,27 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   auto second = RunSft(*config, {.run_dir = halves, .resume = true}, {});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(State(halves, 30), State(through, 30));
+  // A resume runs the recipe it ran, or none: a --set over it is refused.
+  for (const char* change : {"train.fp8_decode=f32", "train.fp8_high_precision_layers=0",
+                             "train.fp8_grad_format=e4m3", "sft.precision=mxfp8"}) {
+    Config c = *config;
+    ASSERT_TRUE(c.Set(change).ok());
+    const auto refused = RunSft(c, {.run_dir = halves, .resume = true}, {});
+    ASSERT_FALSE(refused.ok()) << change;
+    const std::string key(change, std::strchr(change, '='));
+    EXPECT_NE(refused.status().message().find(key), std::string::npos)
+        << refused.status().ToString();
+  }
 
   const auto recipe_of = [](const std::string& config_toml) {
     auto c = Config::FromFile(config_toml);
     EXPECT_TRUE(c.ok()) << config_toml;
     return *c->GetString("train.fp8_decode", "?") + " " +
            *c->GetString("train.fp8_high_precision", "?") + " " +
-           std::to_string(*c->GetInt("train.fp8_high_precision_layers", -1));
+           std::to_string(*c->GetInt("train.fp8_high_precision_layers", -1)) + " " +
+           *c->GetString("train.fp8_grad_format", "?");
   };
-  EXPECT_EQ(recipe_of(through + "/step_30/config.toml"), "bf16 bf16 1");
+  EXPECT_EQ(recipe_of(through + "/step_30/config.toml"), "bf16 bf16 1 e5m2");
 
   const auto fp8_rl = [&](const std::string& out, const char* extra) {
     Config c = RlConfig(through);
@@ -373,14 +397,16 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   };
   auto inherited = fp8_rl(dir / "rl", nullptr);
   ASSERT_TRUE(inherited.ok()) << inherited.status().ToString();
-  EXPECT_EQ(recipe_of(dir / "rl/step_2/config.toml"), "bf16 bf16 1");
+  EXPECT_EQ(recipe_of(dir / "rl/step_2/config.toml"), "bf16 bf16 1 e5m2");
   for (const nlohmann::json& line : MetricsLines(dir / "rl")) {
     if (line.contains("max_logprob_diff")) EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0);
   }
   ASSERT_TRUE(fp8_rl(dir / "rl_auto", "train.fp8_decode=auto").ok());  // as the checkpoint
-  EXPECT_EQ(recipe_of(dir / "rl_auto/step_2/config.toml"), "bf16 bf16 1");
+  EXPECT_EQ(recipe_of(dir / "rl_auto/step_2/config.toml"), "bf16 bf16 1 e5m2");
+  ASSERT_TRUE(fp8_rl(dir / "rl_auto_grad", "train.fp8_grad_format=auto").ok());
+  EXPECT_EQ(recipe_of(dir / "rl_auto_grad/step_2/config.toml"), "bf16 bf16 1 e5m2");
   ASSERT_TRUE(fp8_rl(dir / "rl_f32_decode", "train.fp8_decode=f32").ok());
-  EXPECT_EQ(recipe_of(dir / "rl_f32_decode/step_2/config.toml"), "f32 bf16 1");
+  EXPECT_EQ(recipe_of(dir / "rl_f32_decode/step_2/config.toml"), "f32 bf16 1 e5m2");
   EXPECT_FALSE(fp8_rl(dir / "rl_bad", "train.fp8_decode=bf17").ok());
 }
 

@@ -88,8 +88,9 @@ void Rest(const PanelTask& t, int64_t r0, bool int4) {
     one.columns = p + 1 < kPanels ? 16 : t.columns;
     for (int64_t r = r0; r < t.rows; r += vnni.max_rows) {
       one.rows = t.rows - r < vnni.max_rows ? t.rows - r : vnni.max_rows;
-      one.q = t.q + r * t.ld;
-      one.q_u8 = t.q_u8 + r * t.ld;
+      // Either kind of rows may be absent (Int8Rows; int4 reads signed only).
+      one.q = t.q != nullptr ? t.q + r * t.ld : nullptr;
+      one.q_u8 = t.q_u8 != nullptr ? t.q_u8 + r * t.ld : nullptr;
       one.row_scales = t.row_scales + r;
       one.group_sums = t.group_sums + r * t.groups;  // int4's stride; int8 reads none
       one.y = t.y + r * t.ldy + p * 16;

@@ -19,7 +19,8 @@ struct PanelTask {
   const float* scales = nullptr;
   int64_t scale_stride = 0;
   const int32_t* column_sums = nullptr;
-  // Activations: rows of `ld` codes (signed and offset by 128), their
+  // Activations: rows of `ld` codes, signed and offset by 128 (null where
+  // the tier's kernels read only the other kind: Kernels::int8_rows), their
   // scales and per-group sums (`groups` per row, int4).
   const int8_t* q = nullptr;
   const uint8_t* q_u8 = nullptr;
