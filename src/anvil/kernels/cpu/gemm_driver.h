@@ -213,8 +213,6 @@ struct Driver {
   // outgrow 512 KiB, or scratch too small.
   template <typename T>
   static bool RunScaled(const Problem& p, const Region& r, std::byte* scratch, size_t bytes) {
-    // nc halves from kNc and must stay whole B panels.
-    static_assert(K::kNc % K::kNr == 0 && ((K::kNc / K::kNr) & (K::kNc / K::kNr - 1)) == 0);
     constexpr bool kBf16 = Bf16Kernel<T>();
     const int64_t kKc = KBlock<T>(p);
     const int64_t block_steps = K::Steps(kBf16, kKc);
@@ -228,11 +226,14 @@ struct Driver {
     constexpr int64_t kAMaxBytes = int64_t{512} << 10;
     int64_t mc = Min(K::kMc, kAMaxBytes / (all_steps * 4) / K::kMr * K::kMr);
     if (mc < K::kMr) return false;
-    int64_t nc = K::kNc;
+    // As many of the region's columns as scratch holds: each column block
+    // packs all of the thread's A again (three times on 4096 x 3072 x 768
+    // at kNc), where one more B column costs only its own packing.
+    int64_t nc = RoundUp(r.n1 - r.n0, K::kNr);
     const auto need = [&](int64_t n) {
       return (all_steps * (n + mc) + K::kMr * K::kNr + blocks * (n + mc)) * 4;
     };
-    while (need(nc) > static_cast<int64_t>(bytes) && nc > K::kNr) nc /= 2;
+    while (need(nc) > static_cast<int64_t>(bytes) && nc > K::kNr) nc = RoundUp(nc / 2, K::kNr);
     if (need(nc) > static_cast<int64_t>(bytes)) return false;
     auto* bp = reinterpret_cast<uint32_t*>(scratch);
     uint32_t* ap = bp + all_steps * nc;
