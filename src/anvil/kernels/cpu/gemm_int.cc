@@ -157,6 +157,11 @@ const Kernels& KernelsFor(const KernelCtx& ctx, int64_t m) {
   return ScalarKernels();
 }
 
+// Asks for bytes [from, to) of `p` to come into L2.
+void PrefetchRows(const void* p, int64_t from, int64_t to) {
+  for (int64_t i = from; i < to; i += 64) __builtin_prefetch(static_cast<const char*>(p) + i, 0, 2);
+}
+
 }  // namespace
 
 int64_t IntWeights::bytes() const {
@@ -341,11 +346,18 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   const int64_t step = std::lcm<int64_t>(kernels.max_rows, wide ? kernels.wide_rows : 1);
   const int64_t fit = std::min(kChunkBytes / a.ld, kOutChunkBytes / (w.n() * 4));
   const int64_t chunk = std::max(step, fit / step * step);
+  // int8: the next chunk's codes come into L2 while this chunk computes (a
+  // thread reads every row, half of them quantized on the other core). Zen 5,
+  // w8a8 4096 x 768 x 768 +8%, x 3072 x 768 +3%; int4's kernels, slower per
+  // code, lost 1-2% with it.
+  const void* codes = nullptr;
+  if (!int4) codes = reads == Int8Rows::kSigned ? static_cast<const void*>(a.q) : a.q_u8;
   auto run = [&](int64_t b, int64_t e, int) {
     if (kernels.enter != nullptr) kernels.enter();
     PanelTask t = base;
     for (int64_t c0 = 0; c0 < a.m; c0 += chunk) {
       const int64_t c1 = std::min(a.m, c0 + chunk);
+      if (codes != nullptr) PrefetchRows(codes, c1 * a.ld, std::min(a.m, c1 + chunk) * a.ld);
       for (int64_t u = b; u < e; ++u) {
         const int64_t p0 = u * group, in_group = std::min(group, panels - p0);
         if (wide && in_group == group) {
