@@ -300,8 +300,9 @@ TEST(GemmFp8, RecipesAgainstOracleAndInvariant) {
     // split by rows (the second region starting mid-matrix); odd K past 8 rows.
     Check(cs, 200, 40, 300);
     Check(cs, 30, 70, 301);
-    // 200 columns over all of K = 1024: more B than the test contexts' 1 MiB
-    // of scratch holds (f32 decode), so RunScaled takes the columns in blocks.
+    // 200 columns over all of K = 1024: B with the A block outgrows the test
+    // contexts' 1 MiB of scratch (f32 decode), so RunScaled takes the
+    // columns in blocks.
     Check(cs, 16, 200, 1024);
     // Decode rows from B packed once (AVX-512 with VBMI streams it): odd K
     // (a half k-pair at its end), several strips a thread, up to 8 rows.

@@ -32,6 +32,10 @@ struct PeakFlops {
   Isa isa = Isa::kScalar;  // the tier the f32 loop used
 };
 
+// "auto" precision picks bf16 where bf16_gflops exceeds f32_gflops by this
+// ratio (bf16_native machines only).
+inline constexpr double kBf16ChoiceRatio = 1.25;
+
 // Measures on every thread of `pool` at once (pool.size() == 1: one core).
 PeakFlops MeasurePeakFlops(ThreadPool& pool);
 

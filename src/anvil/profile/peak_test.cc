@@ -64,7 +64,7 @@ TEST(Peak, Bf16ToF32RatioHoldsUnderBurstyLoad) {
   // (0.75) failed once in CI on a busy host while the choice held (2.00
   // quiet, 1.45 loaded); the old order's 1.11-1.29 fails this one too.
   BurstyLoad load(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
-  constexpr double kThreshold = 1.25, kMargin = 1.1;
+  constexpr double kThreshold = kBf16ChoiceRatio, kMargin = 1.1;
   for (int i = 0; i < 6; ++i) {
     const double loaded = Bf16Ratio(pool);
     if (quiet > 1.6) {

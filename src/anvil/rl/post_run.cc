@@ -140,11 +140,13 @@ Status PostRun::CheckResumedRecipe() const {
   ASSIGN_OR_RETURN(const model::ForwardOptions ran,
                    infer::Fp8SettingsOf(saved, {.precision = run_.precision}));
   const model::LlamaOptions& o = policy_->llama->options();
-  const auto bf16 = [](bool b) { return std::string(b ? "bf16" : "f32"); };
+  // Values as TOML writes them (strings quoted).
+  const auto quoted = [](const std::string& v) { return "\"" + v + "\""; };
+  const auto bf16 = [&quoted](bool b) { return quoted(b ? "bf16" : "f32"); };
   const auto refuse = [&path](const char* name, const std::string& was, const std::string& is) {
     return InvalidArgument(fmt::format(
         "{}: the run's FP8 recipe has train.{} = {}, this resume asks for {}; a resume continues "
-        "the run only with its own recipe (set train.{} = \"{}\", or start a new run from the "
+        "the run only with its own recipe (set train.{} = {}, or start a new run from the "
         "checkpoint)",
         path, name, was, is, name, was));
   };
@@ -161,8 +163,8 @@ Status PostRun::CheckResumedRecipe() const {
                   std::to_string(o.fp8_high_precision_layers));
   }
   if (ran.fp8.grad != o.fp8.grad) {
-    const auto format = [](kernels::Fp8Format f) {
-      return std::string(f == kernels::Fp8Format::kE5M2 ? "e5m2" : "e4m3");
+    const auto format = [&quoted](kernels::Fp8Format f) {
+      return quoted(f == kernels::Fp8Format::kE5M2 ? "e5m2" : "e4m3");
     };
     return refuse("fp8_grad_format", format(ran.fp8.grad), format(o.fp8.grad));
   }

@@ -107,6 +107,12 @@ std::function<bool()> StopAfter(const int64_t& done, int64_t steps) {
   return [&done, steps] { return done >= steps; };
 }
 
+// Whether `s` is CheckResumedRecipe's refusal naming `key`.
+bool Refuses(const Status& s, const std::string& key) {
+  return s.message().find("a resume continues the run only") != std::string::npos &&
+         s.message().find(key) != std::string::npos;
+}
+
 TEST(PostRunTest, SftLearnsResumesBitwiseAndRefusesAnOccupiedFolder) {
   data::testing::TempDir dir;
   const std::string through = dir / "through", halves = dir / "halves";
@@ -137,16 +143,12 @@ TEST(PostRunTest, SftLearnsResumesBitwiseAndRefusesAnOccupiedFolder) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->first_step, 15);
   EXPECT_EQ(State(halves, 30), State(through, 30));
-  // A resume runs the recipe it ran, or none: a --set over it is refused.
-  for (const char* change : {"train.fp8_decode=f32", "train.fp8_high_precision_layers=0",
-                             "train.fp8_grad_format=e4m3", "sft.precision=mxfp8"}) {
+  {  // A resume runs in the precision it ran, or not at all.
     Config c = *config;
-    ASSERT_TRUE(c.Set(change).ok());
+    ASSERT_TRUE(c.Set("sft.precision=bf16").ok());
     const auto refused = RunSft(c, {.run_dir = halves, .resume = true}, {});
-    ASSERT_FALSE(refused.ok()) << change;
-    const std::string key(change, std::strchr(change, '='));
-    EXPECT_NE(refused.status().message().find(key), std::string::npos)
-        << refused.status().ToString();
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(Refuses(refused.status(), "sft.precision")) << refused.status().ToString();
   }
 
   EXPECT_FALSE(RunSft(SftConfig(), {.run_dir = through}, {}).ok());  // holds a run
@@ -367,16 +369,16 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   auto second = RunSft(*config, {.run_dir = halves, .resume = true}, {});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(State(halves, 30), State(through, 30));
-  // A resume runs the recipe it ran, or none: a --set over it is refused.
-  for (const char* change : {"train.fp8_decode=f32", "train.fp8_high_precision_layers=0",
-                             "train.fp8_grad_format=e4m3", "sft.precision=mxfp8"}) {
+  // A resume runs the recipe it ran, or not at all; "auto" keeps what ran.
+  for (const char* change :
+       {"train.fp8_decode=f32", "train.fp8_high_precision=f32", "train.fp8_high_precision_layers=0",
+        "train.fp8_grad_format=e4m3", "sft.precision=mxfp8"}) {
     Config c = *config;
     ASSERT_TRUE(c.Set(change).ok());
     const auto refused = RunSft(c, {.run_dir = halves, .resume = true}, {});
     ASSERT_FALSE(refused.ok()) << change;
     const std::string key(change, std::strchr(change, '='));
-    EXPECT_NE(refused.status().message().find(key), std::string::npos)
-        << refused.status().ToString();
+    EXPECT_TRUE(Refuses(refused.status(), key)) << refused.status().ToString();
   }
 
   const auto recipe_of = [](const std::string& config_toml) {
@@ -403,6 +405,17 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   }
   ASSERT_TRUE(fp8_rl(dir / "rl_auto", "train.fp8_decode=auto").ok());  // as the checkpoint
   EXPECT_EQ(recipe_of(dir / "rl_auto/step_2/config.toml"), "bf16 bf16 1 e5m2");
+  for (const char* change : {"train.fp8_decode=auto", "train.fp8_decode=f32"}) {
+    auto c = Config::FromFile(dir / "rl_auto/config.toml");
+    ASSERT_TRUE(c.ok() && c->Set(change).ok());
+    const auto resumed = RunRl(*c, {.run_dir = dir / "rl_auto", .resume = true}, {});
+    if (std::string(change).ends_with("auto")) {
+      EXPECT_TRUE(resumed.ok()) << resumed.status().ToString();
+    } else {
+      ASSERT_FALSE(resumed.ok());
+      EXPECT_TRUE(Refuses(resumed.status(), "train.fp8_decode")) << resumed.status().ToString();
+    }
+  }
   ASSERT_TRUE(fp8_rl(dir / "rl_auto_grad", "train.fp8_grad_format=auto").ok());
   EXPECT_EQ(recipe_of(dir / "rl_auto_grad/step_2/config.toml"), "bf16 bf16 1 e5m2");
   ASSERT_TRUE(fp8_rl(dir / "rl_f32_decode", "train.fp8_decode=f32").ok());

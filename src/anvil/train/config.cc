@@ -99,8 +99,9 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
 }
 
 model::Precision AutoPrecision(const profile::PeakFlops& peak) {
-  return peak.bf16_native && peak.bf16_gflops > 1.25 * peak.f32_gflops ? model::Precision::kBF16
-                                                                        : model::Precision::kF32;
+  return peak.bf16_native && peak.bf16_gflops > profile::kBf16ChoiceRatio * peak.f32_gflops
+             ? model::Precision::kBF16
+             : model::Precision::kF32;
 }
 
 Status TrainConfig::Validate() const {

@@ -348,10 +348,11 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   const int64_t chunk = std::max(step, fit / step * step);
   // int8: the next chunk's codes come into L2 while this chunk computes (a
   // thread reads every row, half of them quantized on the other core). Zen 5,
-  // w8a8 4096 x 768 x 768 +8%, x 3072 x 768 +3%; int4's kernels, slower per
-  // code, lost 1-2% with it.
+  // w8a8 4096 x 768 x 768 +9%, x 3072 x 768 +3%; int4's kernels, slower per
+  // code, lost 1-2% with it. The unsigned codes only where the tier reads
+  // nothing else (AMX's tiles read the signed ones, its row tails both).
   const void* codes = nullptr;
-  if (!int4) codes = reads == Int8Rows::kSigned ? static_cast<const void*>(a.q) : a.q_u8;
+  if (!int4) codes = reads == Int8Rows::kUnsigned ? static_cast<const void*>(a.q_u8) : a.q;
   auto run = [&](int64_t b, int64_t e, int) {
     if (kernels.enter != nullptr) kernels.enter();
     PanelTask t = base;
