@@ -195,15 +195,15 @@ struct Tier {
   static void PackB(const BF16* b, int64_t ldb, bool t, int64_t cols, int64_t kc, uint32_t* bp) {
     amx::PackB(b, ldb, t, cols, kc, bp);
   }
-  static void Micro(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t, float* c,
-                    int64_t ldc, bool add) {
+  static void Micro(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t,
+                    const uint32_t*, float* c, int64_t ldc, bool add) {
     amx::Micro(steps, ap, bp, c, ldc, add);
   }
   // Edge tiles: the whole tile on zero-padded panels into the driver's copy.
   // Up to 16 rows (decoding's few rows, a call's last rows): the first two
   // accumulator tiles only, then those rows into C; more take the whole tile.
   static bool MicroRows(bool, int64_t rows, int64_t steps, const uint32_t* ap, const uint32_t* bp,
-                        int64_t, float* c, int64_t ldc, bool add) {
+                        int64_t, const uint32_t*, float* c, int64_t ldc, bool add) {
     if (rows > 16) return false;
     Accumulate<true>(steps, ap, bp);
     alignas(64) float tile[16 * kNr];
@@ -222,7 +222,8 @@ struct Tier {
     return true;
   }
   static bool MicroScaled(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t,
-                          float* c, int64_t ldc, const float* sa, const float* sb, bool add) {
+                          const uint32_t*, float* c, int64_t ldc, const float* sa, const float* sb,
+                          bool add) {
     amx::MicroScaled(steps, ap, bp, c, ldc, sa, sb, add);
     return true;
   }

@@ -32,12 +32,14 @@ constexpr int64_t kNc = 512;
 // unrolled loop, GCC 12 kept the registers but also stored all twelve to the
 // stack at every k step (ten stores per twelve FMAs; the kernel ran at about
 // half its peak). B's step s is the kNr floats at bp + s * b_step (a packed
-// panel: kNr). With sa [kRows] and sb [kNr], GemmFp8's block-scaled update
+// panel: kNr); b_next, a panel laid out as bp's to bring into L2 step by
+// step, or null. With sa [kRows] and sb [kNr], GemmFp8's block-scaled update
 // instead (gemm_driver.h's BlockUpdate, in registers): C = P * (sa * sb), or
 // fma(P, sa * sb, C) with `add`.
 template <int kRows = kMr>
-void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step, float* c,
-                 int64_t ldc, bool add, const float* sa = nullptr, const float* sb = nullptr) {
+void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step,
+                 const float* b_next, float* c, int64_t ldc, bool add, const float* sa = nullptr,
+                 const float* sb = nullptr) {
   static_assert(kRows >= 1 && kRows <= kMr);
   // The C tile is read (add) or written at the end; fetch its lines now, so the
   // K block's FMAs hide the miss (C of a training GEMM is far larger than L2).
@@ -47,11 +49,13 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step
   }
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const int64_t next = b_next != nullptr ? b_next - bp : 0;
 #pragma GCC unroll 4
   for (int64_t s = 0; s < steps; ++s) {
     // The B micro-panel 16 steps ahead (1 KiB), as the AVX-512 kernel does:
     // a panel packed once for many calls (PackedB) comes from L3 or DRAM.
     _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step), _MM_HINT_T0);
+    if (next != 0) _mm_prefetch(reinterpret_cast<const char*>(bp + next), _MM_HINT_T1);
     const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
     __m256 a = _mm256_broadcast_ss(ap + 0);
     c00 = _mm256_fmadd_ps(a, b0, c00);
@@ -140,16 +144,16 @@ struct Tier {
     avx2::PackB(b, ldb, t, cols, kc, reinterpret_cast<float*>(bp));
   }
   static void Micro(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step,
-                    float* c, int64_t ldc, bool add) {
+                    const uint32_t* b_next, float* c, int64_t ldc, bool add) {
     MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
-                b_step, c, ldc, add);
+                b_step, reinterpret_cast<const float*>(b_next), c, ldc, add);
   }
   // A whole tile's block-scaled update (gemm_driver.h's BlockUpdate) in registers.
   static bool MicroScaled(bool, int64_t steps, const uint32_t* ap, const uint32_t* bp,
-                          int64_t b_step, float* c, int64_t ldc, const float* sa, const float* sb,
-                          bool add) {
+                          int64_t b_step, const uint32_t* b_next, float* c, int64_t ldc,
+                          const float* sa, const float* sb, bool add) {
     MicroKernel(steps, reinterpret_cast<const float*>(ap), reinterpret_cast<const float*>(bp),
-                b_step, c, ldc, add, sa, sb);
+                b_step, reinterpret_cast<const float*>(b_next), c, ldc, add, sa, sb);
     return true;
   }
   // FP8 operands pack with gemm_fp8.h's scalar code.
@@ -159,16 +163,27 @@ struct Tier {
   }
   // The first `rows` (< kMr) rows of a tile straight into C.
   static bool MicroRows(bool, int64_t rows, int64_t steps, const uint32_t* ap_words,
-                        const uint32_t* bp_words, int64_t b_step, float* c, int64_t ldc,
-                        bool add) {
+                        const uint32_t* bp_words, int64_t b_step, const uint32_t* b_next_words,
+                        float* c, int64_t ldc, bool add) {
     const auto* ap = reinterpret_cast<const float*>(ap_words);
     const auto* bp = reinterpret_cast<const float*>(bp_words);
+    const auto* b_next = reinterpret_cast<const float*>(b_next_words);
     switch (rows) {
-      case 1: MicroKernel<1>(steps, ap, bp, b_step, c, ldc, add); return true;
-      case 2: MicroKernel<2>(steps, ap, bp, b_step, c, ldc, add); return true;
-      case 3: MicroKernel<3>(steps, ap, bp, b_step, c, ldc, add); return true;
-      case 4: MicroKernel<4>(steps, ap, bp, b_step, c, ldc, add); return true;
-      case 5: MicroKernel<5>(steps, ap, bp, b_step, c, ldc, add); return true;
+      case 1:
+        MicroKernel<1>(steps, ap, bp, b_step, b_next, c, ldc, add);
+        return true;
+      case 2:
+        MicroKernel<2>(steps, ap, bp, b_step, b_next, c, ldc, add);
+        return true;
+      case 3:
+        MicroKernel<3>(steps, ap, bp, b_step, b_next, c, ldc, add);
+        return true;
+      case 4:
+        MicroKernel<4>(steps, ap, bp, b_step, b_next, c, ldc, add);
+        return true;
+      case 5:
+        MicroKernel<5>(steps, ap, bp, b_step, b_next, c, ldc, add);
+        return true;
       default: return false;
     }
   }

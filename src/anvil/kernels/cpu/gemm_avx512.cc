@@ -33,13 +33,14 @@ enum class Update { kStore, kAdd, kScaledStore, kScaledAdd };
 // C[0:kRows, 0:kNr] (=|+=) Σ_s a(s, r) b(s, j) over `steps` k steps, with the
 // sum started from zero in registers. `kBf16`: a step is a k-pair (vdpbf16ps).
 // B's step s is the kNr words at bp + s * b_step (a packed panel: kNr).
+// b_next: a panel laid out as bp's, to bring into L2 step by step, or null.
 // kRows < kMr: the first rows of a panel (an edge tile; each row's sums are
 // the same whichever kernel computes them). sa [kRows], sb [kNr]: the scaled
 // updates' factors.
 template <bool kBf16, int kRows = kMr>
-void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step, float* c,
-                 int64_t ldc, Update update, const float* sa = nullptr,
-                 const float* sb = nullptr) {
+void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t b_step,
+                 const uint32_t* b_next, float* c, int64_t ldc, Update update,
+                 const float* sa = nullptr, const float* sb = nullptr) {
   __m512 acc[kRows][2];
 #pragma GCC unroll 14
   for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -49,6 +50,7 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t 
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
   }
+  const int64_t next = b_next != nullptr ? b_next - bp : 0;
   for (int64_t s = 0; s < steps; ++s) {
     // The B micro-panel 16 steps ahead (2 KiB): a panel packed once for many
     // calls (PackedB) comes from L3 or DRAM, not from the L2 a fresh pack
@@ -56,6 +58,10 @@ void MicroKernel(int64_t steps, const uint32_t* ap, const uint32_t* bp, int64_t 
     // shapes f32 +3%, bf16 level.
     _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step + 16), _MM_HINT_T0);
+    if (next != 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(bp + next), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(bp + next + 16), _MM_HINT_T1);
+    }
     const __m512 b0 = _mm512_loadu_ps(bp);
     const __m512 b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
@@ -132,24 +138,24 @@ struct Tier {
     PackBBf16(b, ldb, t, cols, kc, bp);
   }
   static void Micro(bool bf16, int64_t steps, const uint32_t* ap, const uint32_t* bp,
-                    int64_t b_step, float* c, int64_t ldc, bool add) {
+                    int64_t b_step, const uint32_t* b_next, float* c, int64_t ldc, bool add) {
     const Update u = add ? Update::kAdd : Update::kStore;
     if (bf16) {
-      MicroKernel<true>(steps, ap, bp, b_step, c, ldc, u);
+      MicroKernel<true>(steps, ap, bp, b_step, b_next, c, ldc, u);
     } else {
-      MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u);
+      MicroKernel<false>(steps, ap, bp, b_step, b_next, c, ldc, u);
     }
   }
   // A whole tile's block-scaled update (gemm_driver.h's BlockUpdate) in
   // the kernel's registers; false where the tier has none.
   static bool MicroScaled(bool bf16, int64_t steps, const uint32_t* ap, const uint32_t* bp,
-                          int64_t b_step, float* c, int64_t ldc, const float* sa, const float* sb,
-                          bool add) {
+                          int64_t b_step, const uint32_t* b_next, float* c, int64_t ldc,
+                          const float* sa, const float* sb, bool add) {
     const Update u = add ? Update::kScaledAdd : Update::kScaledStore;
     if (bf16) {
-      MicroKernel<true>(steps, ap, bp, b_step, c, ldc, u, sa, sb);
+      MicroKernel<true>(steps, ap, bp, b_step, b_next, c, ldc, u, sa, sb);
     } else {
-      MicroKernel<false>(steps, ap, bp, b_step, c, ldc, u, sa, sb);
+      MicroKernel<false>(steps, ap, bp, b_step, b_next, c, ldc, u, sa, sb);
     }
     return true;
   }
@@ -161,28 +167,55 @@ struct Tier {
   }
   // The first `rows` (< kMr) rows of a tile straight into C.
   static bool MicroRows(bool bf16, int64_t rows, int64_t steps, const uint32_t* ap,
-                        const uint32_t* bp, int64_t b_step, float* c, int64_t ldc, bool add) {
+                        const uint32_t* bp, int64_t b_step, const uint32_t* b_next, float* c,
+                        int64_t ldc, bool add) {
     const Update u = add ? Update::kAdd : Update::kStore;
-    if (bf16) return Rows<true>(rows, steps, ap, bp, b_step, c, ldc, u);
-    return Rows<false>(rows, steps, ap, bp, b_step, c, ldc, u);
+    if (bf16) return Rows<true>(rows, steps, ap, bp, b_step, b_next, c, ldc, u);
+    return Rows<false>(rows, steps, ap, bp, b_step, b_next, c, ldc, u);
   }
   template <bool kBf16>
   static bool Rows(int64_t rows, int64_t steps, const uint32_t* ap, const uint32_t* bp,
-                   int64_t b_step, float* c, int64_t ldc, Update u) {
+                   int64_t b_step, const uint32_t* b_next, float* c, int64_t ldc, Update u) {
     switch (rows) {
-      case 1: MicroKernel<kBf16, 1>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 2: MicroKernel<kBf16, 2>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 3: MicroKernel<kBf16, 3>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 4: MicroKernel<kBf16, 4>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 5: MicroKernel<kBf16, 5>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 6: MicroKernel<kBf16, 6>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 7: MicroKernel<kBf16, 7>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 8: MicroKernel<kBf16, 8>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 9: MicroKernel<kBf16, 9>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 10: MicroKernel<kBf16, 10>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 11: MicroKernel<kBf16, 11>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 12: MicroKernel<kBf16, 12>(steps, ap, bp, b_step, c, ldc, u); return true;
-      case 13: MicroKernel<kBf16, 13>(steps, ap, bp, b_step, c, ldc, u); return true;
+      case 1:
+        MicroKernel<kBf16, 1>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 2:
+        MicroKernel<kBf16, 2>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 3:
+        MicroKernel<kBf16, 3>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 4:
+        MicroKernel<kBf16, 4>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 5:
+        MicroKernel<kBf16, 5>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 6:
+        MicroKernel<kBf16, 6>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 7:
+        MicroKernel<kBf16, 7>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 8:
+        MicroKernel<kBf16, 8>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 9:
+        MicroKernel<kBf16, 9>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 10:
+        MicroKernel<kBf16, 10>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 11:
+        MicroKernel<kBf16, 11>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 12:
+        MicroKernel<kBf16, 12>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
+      case 13:
+        MicroKernel<kBf16, 13>(steps, ap, bp, b_step, b_next, c, ldc, u);
+        return true;
       default: return false;
     }
   }
