@@ -1,6 +1,10 @@
 // Owned, 64-byte aligned memory (one cache line; the widest vector load).
 // Allocation does not touch the pages: first touch costs ~10 µs per 4 KiB on
 // these machines, so buffers are made once and reused, never per step.
+// Buffers of kHugePageBytes or more are aligned to it and asked to be backed
+// by transparent huge pages (madvise; the hosts leave THP to madvise): one
+// fault per 2 MiB instead of 512, and weights, caches and activations that
+// stream through the caches each step miss the TLB 512 times less often.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +12,7 @@
 namespace anvil {
 
 inline constexpr size_t kAlignment = 64;
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 class AlignedBuffer {
  public:
