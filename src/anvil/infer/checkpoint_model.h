@@ -36,7 +36,8 @@ struct CheckpointModel {
 };
 
 // A kernel context on `pool` (the best ISA) whose per-thread scratch holds
-// the attention kernels' blocks of `config`.
+// the attention kernels' blocks of `config`, and which knows whether the
+// model's weights outgrow the caches (KernelCtx::weights_outgrow_caches).
 std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
                                                  const model::ModelConfig& config);
 

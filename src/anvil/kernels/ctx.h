@@ -36,6 +36,13 @@ class KernelCtx {
   // for bit (a run and its resume, a trainer and its rollout rank) compare it.
   std::string BitsName(bool bf16_gemms) const;
 
+  // Whether the weights decoded with this context outgrow the caches together
+  // (a model's, each step): the decode GEMMs then stream B from DRAM with
+  // prefetches even where one matrix alone would fit. A hint for speed; no
+  // result depends on it.
+  bool weights_outgrow_caches() const { return weights_outgrow_caches_; }
+  void set_weights_outgrow_caches(bool outgrow) { weights_outgrow_caches_ = outgrow; }
+
   // Thread t's scratch (64-byte aligned); only thread t of the pool uses it.
   std::byte* scratch(int t) const { return scratch_[t].data(); }
   size_t scratch_bytes() const { return scratch_.empty() ? 0 : scratch_[0].size(); }
@@ -44,6 +51,7 @@ class KernelCtx {
   ThreadPool* pool_;
   Isa isa_;
   bool amx_;
+  bool weights_outgrow_caches_ = false;
   // Scratch contents are not part of the context's logical state: kernels
   // holding a const KernelCtx& write into their thread's buffer.
   mutable std::vector<AlignedBuffer> scratch_;

@@ -303,7 +303,8 @@ TEST(Gemm, BatchInvariantOverRowsThreadsAndRepeats) {
 }
 
 // Small M with B = [k, n] streams B unpacked (M <= 8 in one pass, more in
-// chunks while B is small) or, up to 64 rows, reads an f32 B in place; its
+// chunks while B is small; with prefetches where B is large or the context
+// says weights outgrow the caches) or, up to 64 rows, reads an f32 B in place; its
 // rows must equal the packed path's (M = 80) bit for bit, including K tails
 // (odd K: a half bf16 pair).
 template <typename T, typename TC>
@@ -322,6 +323,14 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
           for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 32, 64}) {
             ExpectSameRows(p.Rows(ctx, m), packed,
                            Name(p.g, tier, dtypes) + " M=" + std::to_string(m));
+          }
+          // A model's weights that outgrow the caches: the DRAM-streaming
+          // sweep order whatever B's size.
+          KernelCtx dram = Ctx(pool, tier);
+          dram.set_weights_outgrow_caches(true);
+          for (int64_t m : {1, 5, 8, 12}) {
+            ExpectSameRows(p.Rows(dram, m), packed,
+                           Name(p.g, tier, dtypes) + " from DRAM, M=" + std::to_string(m));
           }
         }
       }

@@ -117,6 +117,7 @@ void Run(const KernelCtx& ctx, const GemmArgs& args, bool bf16_in, bool bf16_out
   if (args.m == 0 || args.n == 0) return;
   Problem p = Normalize(args, bf16_in, bf16_out, a, b, c);
   p.fp8 = fp8;
+  p.b_from_dram = ctx.weights_outgrow_caches();
   if (p.k == 0) return EmptySum(p);
   const Isa tier = TierFor(ctx.isa(), bf16_in);
   const bool amx = UsesAmx(ctx, tier, bf16_in, fp8);

@@ -178,7 +178,7 @@ void Rows(const Problem& p, const Region& r, const Buffers& buf) {
 
 template <int M>
 void Rows(const Problem& p, const Region& r, const Buffers& buf) {
-  const bool streaming = p.k * p.n * (p.bf16_in ? 2 : 4) > kStreamingBytes;
+  const bool streaming = p.b_from_dram || p.k * p.n * (p.bf16_in ? 2 : 4) > kStreamingBytes;
   const int variant = (p.bf16_in ? 4 : 0) + (p.trans_a ? 2 : 0) + (streaming ? 1 : 0);
   switch (variant) {
     case 0: return Rows<float, M, false, false>(p, r, buf);

@@ -310,7 +310,7 @@ void Rows(const Problem& p, const Region& r, float* acc, float* run) {
 
 template <int M>
 void Rows(const Problem& p, const Region& r, float* acc, float* run) {
-  const bool streaming = p.k * p.n * (p.bf16_in ? 2 : 4) > kStreamingBytes;
+  const bool streaming = p.b_from_dram || p.k * p.n * (p.bf16_in ? 2 : 4) > kStreamingBytes;
   if (p.trans_a) {
     streaming ? Rows<M, true, true>(p, r, acc, run) : Rows<M, true, false>(p, r, acc, run);
   } else {

@@ -82,6 +82,9 @@ struct Problem {
   // codes decoded): the driver reads its panels instead of packing B. Null:
   // pack per call.
   const uint32_t* packed_b;
+  // B comes from DRAM whatever its own size (KernelCtx::weights_outgrow_caches):
+  // the decode paths stream it with prefetches. Bits do not depend on it.
+  bool b_from_dram;
 };
 
 // The part of C one thread computes: rows [m0, m1) x columns [n0, n1).
