@@ -14,7 +14,8 @@ namespace {
 // THP in madvise mode), old and new in turn: the small model's bf16 rollouts
 // at batch 32 +3-4% and their process 28% shorter (the checkpoint's buffers
 // fault 512 times less), its bf16 training +2.7% (AVX2 tier f32 +3.9%), the
-// memory high-water level.
+// memory high-water level. (Batch 8 lost 5-11% until its decode GEMMs
+// prefetched the weights: KernelCtx::weights_outgrow_caches.)
 size_t AlignmentFor(size_t bytes) { return bytes >= kHugePageBytes ? kHugePageBytes : kAlignment; }
 
 }  // namespace
