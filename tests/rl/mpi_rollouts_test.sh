@@ -21,7 +21,9 @@ micro=(--set model.dim=32 --set model.n_layers=1 --set model.n_heads=2 --set mod
 "$anvil" sft --config "$repo/configs/sft-addition.toml" --out "$work/sft" "${micro[@]}" \
   --set sft.steps=40 --set sft.eval_every=0 --set sft.eval_problems=10 \
   --set sft.stop_at_accuracy=0 > "$work/sft.log" 2>&1 || { cat "$work/sft.log"; fail "sft"; }
-# SFT on two ranks trains as one process with two micro-batches, bit for bit.
+# SFT on two ranks trains as one process with two micro-batches, bit for bit,
+# and its held-out evaluations (each rank decodes half the problems) give the
+# one process's figures.
 "$anvil" sft --config "$repo/configs/sft-addition.toml" --out "$work/sft-acc" "${micro[@]}" \
   --set sft.steps=12 --set sft.eval_every=6 --set sft.eval_problems=10 \
   --set sft.stop_at_accuracy=0 --set sft.grad_accum=2 > "$work/sft-acc.log" 2>&1 \

@@ -214,9 +214,11 @@ bool PostRun::Done(const PostRunHooks& hooks) {
 }
 
 Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
-  CHECK(writer()) << "held-out evaluation is trainer rank 0's";
   ASSIGN_OR_RETURN(TaskEval e, EvaluateHeldOut(*policy_, run_.task, run_.eval_problems,
-                                               run_.eval_batch, run_.max_new));
+                                               run_.eval_batch, run_.max_new, options_.trainers));
+  last_eval_ = e;
+  last_eval_step_ = step_;
+  if (!writer()) return e;
   nlohmann::ordered_json j;
   j["step"] = step_;
   j["heldout_accuracy"] = e.accuracy;
@@ -225,17 +227,16 @@ Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
   j["heldout_problems"] = e.problems;
   j["eval_seconds"] = e.seconds;
   metrics_->WriteJsonLine(j.dump());
-  last_eval_ = e;
-  last_eval_step_ = step_;
   if (hooks.on_eval) hooks.on_eval(step_, e);
   return e;
 }
 
 Status PostRun::AfterStep(const PostRunHooks& hooks) {
-  if (step_ >= run_.steps || !writer()) return Status::Ok();
+  if (step_ >= run_.steps) return Status::Ok();
   if (run_.eval_every > 0 && step_ % run_.eval_every == 0) {
     RETURN_IF_ERROR(Evaluate(hooks).status());
   }
+  if (!writer()) return Status::Ok();
   if (run_.checkpoint_every > 0 && step_ % run_.checkpoint_every == 0) {
     RETURN_IF_ERROR(Save().status());
   }
@@ -244,7 +245,7 @@ Status PostRun::AfterStep(const PostRunHooks& hooks) {
 
 Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
-  if (writer() && last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
+  if (last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
   if (writer() && last_saved_step_ != step_) {
     RETURN_IF_ERROR(Save(extra_state ? extra_state(*last_eval_) : "").status());
   }

@@ -35,8 +35,9 @@ struct PostRunOptions {
   std::string run_dir;
   bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
   // The ranks that train together (rl/trainer_ranks.h; null: this process
-  // alone). Rank 0 writes the run folder, evaluates and decides when the run
-  // stops; the others load the same checkpoints and follow.
+  // alone). Rank 0 writes the run folder and decides when the run stops;
+  // the others load the same checkpoints and follow. All of them share the
+  // held-out evaluation.
   comm::Group* trainers = nullptr;
 };
 
@@ -78,7 +79,7 @@ class PostRun {
   Policy& policy() { return *policy_; }
   optim::AdamW& adamw() { return *adamw_; }
   const std::string& run_dir() const { return options_.run_dir; }
-  // Whether this process writes the run folder and evaluates (trainer rank 0).
+  // Whether this process writes the run folder and checkpoints (trainer rank 0).
   bool writer() const { return options_.trainers == nullptr || options_.trainers->rank() == 0; }
   int64_t step() const { return step_; }  // steps done
   int64_t first_step() const { return first_step_; }
@@ -95,11 +96,13 @@ class PostRun {
   // request or <kind>.max_minutes (said through on_message once); the
   // writer's decision on every trainer rank.
   bool Done(const PostRunHooks& hooks);
-  // Held-out accuracy now, recorded in metrics.jsonl and passed to on_eval.
+  // Held-out accuracy now, every trainer rank decoding its share of the
+  // problems (all of them call it); the writer records it in metrics.jsonl
+  // and passes it to on_eval.
   Result<TaskEval> Evaluate(const PostRunHooks& hooks);
   // After a step: the evaluation and the checkpoint <kind>.eval_every and
   // <kind>.checkpoint_every ask for (none at the last step: Finish does
-  // them), on the writer. Evaluate and Save are the writer's alone.
+  // them), on every trainer rank. Save is the writer's alone.
   Status AfterStep(const PostRunHooks& hooks);
   // The latest evaluation and the step it was made at (-1: none yet).
   const std::optional<TaskEval>& last_eval() const { return last_eval_; }

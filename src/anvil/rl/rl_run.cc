@@ -436,7 +436,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // The held-out accuracy at the start: measured now, or a resumed run's as
   // its checkpoints recorded it.
   std::optional<TaskEval> first_eval;
-  if (run->step() == 0 && leader) {
+  if (run->step() == 0) {
     ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
   } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
     first_eval.emplace();

@@ -177,11 +177,10 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     if (run->writer()) run->metrics().Write(m);
     if (hooks.on_step) hooks.on_step(m);
     RETURN_IF_ERROR(run->AfterStep(hooks.run));
-    // Rank 0 evaluates: its verdict is every rank's.
-    int stop = stop_at > 0 && run->last_eval_step() == run->step() &&
-               run->last_eval()->accuracy >= stop_at;
-    if (ranks > 1) trainers->Broadcast(std::span<int>(&stop, 1), 0);
-    if (stop != 0) {
+    // Every rank evaluated (its share) and holds the same figures: the same verdict.
+    const bool stop = stop_at > 0 && run->last_eval_step() == run->step() &&
+                      run->last_eval()->accuracy >= stop_at;
+    if (stop) {
       reached = true;
       if (hooks.run.on_message) {
         hooks.run.on_message(fmt::format(

@@ -4,6 +4,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <vector>
 
 #include "anvil/core/clock.h"
@@ -13,37 +15,62 @@
 namespace anvil::rl {
 
 Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t problems,
-                                 int64_t max_batch, int64_t max_new) {
+                                 int64_t max_batch, int64_t max_new, comm::Group* ranks) {
   if (problems < 1) return InvalidArgument("held-out evaluation needs at least one problem");
   Stopwatch watch;
+  // This rank's share [first, last) of the problems.
+  const int64_t size = ranks != nullptr ? ranks->size() : 1,
+                rank = ranks != nullptr ? ranks->rank() : 0;
+  const int64_t first = problems * rank / size, last = problems * (rank + 1) / size;
   std::vector<Problem> held_out;
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t i = 0; i < problems; ++i) {
+  for (int64_t i = first; i < last; ++i) {
     held_out.push_back(MakeProblem(task, Split::kHeldOut, static_cast<uint64_t>(i)));
     prompts.push_back(policy.PromptTokens(held_out.back().prompt));
   }
-  infer::RolloutEngine engine(policy.llama->forward_weights(),
-                              {.max_batch = std::clamp<int64_t>(max_batch, 1, problems),
-                               .max_new = max_new,
-                               .samples = 1,
-                               .eos = policy.eos(),
-                               .sampling = {.greedy = true}});
-  ASSIGN_OR_RETURN(const std::vector<infer::RolloutSample> answers,
-                   engine.Generate(*policy.ctx, prompts));
+  // Correct, well-formed, completion tokens: whole numbers, exact in any order.
+  std::array<int64_t, 3> counts{};
   TaskEval e;
-  e.problems = problems;
-  for (const infer::RolloutSample& s : answers) {
-    const std::string text = policy.Text(s.tokens);
-    const RewardResult r = TaskReward(task.task, held_out[s.request], text);
-    e.accuracy += r.correct;
-    e.well_formed += r.well_formed;
-    e.mean_tokens += static_cast<double>(s.tokens.size());
-    if (s.request == 0) e.example = held_out[0].prompt + text;
+  Status decoded = Status::Ok();
+  if (!prompts.empty()) {  // a rank without a problem still meets the others below
+    infer::RolloutEngine engine(
+        policy.llama->forward_weights(),
+        {.max_batch = std::clamp<int64_t>(max_batch, 1, static_cast<int64_t>(prompts.size())),
+         .max_new = max_new,
+         .samples = 1,
+         .eos = policy.eos(),
+         .sampling = {.greedy = true}});
+    Result<std::vector<infer::RolloutSample>> answers = engine.Generate(*policy.ctx, prompts);
+    if (answers.ok()) {
+      for (const infer::RolloutSample& s : *answers) {
+        const std::string text = policy.Text(s.tokens);
+        const RewardResult r = TaskReward(task.task, held_out[s.request], text);
+        counts[0] += r.correct;
+        counts[1] += r.well_formed;
+        counts[2] += static_cast<int64_t>(s.tokens.size());
+        if (first + s.request == 0) e.example = held_out[0].prompt + text;
+      }
+    } else {
+      decoded = answers.status();
+    }
   }
+  if (ranks != nullptr && ranks->size() > 1) {
+    // One rank's failure ends the evaluation on every rank (none waits for its counts).
+    const int failed =
+        ranks->AllReduceValue<int>(decoded.ok() ? 0 : 1 + ranks->rank(), comm::ReduceOp::kMax);
+    if (!decoded.ok()) return decoded;
+    if (failed != 0) {
+      return Aborted(
+          fmt::format("trainer rank {} failed its share of the held-out evaluation", failed - 1));
+    }
+    ranks->AllReduce(std::span<int64_t>(counts));
+  }
+  RETURN_IF_ERROR(decoded);
   const double n = static_cast<double>(problems);
-  e.accuracy /= n;
-  e.well_formed /= n;
-  e.mean_tokens /= n;
+  e.problems = problems;
+  e.accuracy = static_cast<double>(counts[0]) / n;
+  e.well_formed = static_cast<double>(counts[1]) / n;
+  e.mean_tokens = static_cast<double>(counts[2]) / n;
   e.seconds = watch.Seconds();
   return e;
 }

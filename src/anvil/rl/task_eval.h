@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "anvil/comm/group.h"
 #include "anvil/core/status.h"
 #include "anvil/rl/policy.h"
 #include "anvil/rl/tasks.h"
@@ -23,8 +24,12 @@ struct TaskEval {
 };
 
 // Held-out problems [0, problems) of `task`, decoded `max_batch` at a time,
-// up to `max_new` tokens each.
+// up to `max_new` tokens each. With `ranks` (every rank holding the same
+// weights, all calling this), each rank decodes one contiguous share of the
+// problems and every rank gets the whole figures: the same as one process
+// (the counts are exact; each answer is batch invariant). `example` is then
+// the first rank's alone; `seconds` each rank's, waits included.
 Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t problems,
-                                 int64_t max_batch, int64_t max_new);
+                                 int64_t max_batch, int64_t max_new, comm::Group* ranks = nullptr);
 
 }  // namespace anvil::rl
