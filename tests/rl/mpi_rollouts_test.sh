@@ -37,6 +37,35 @@ cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-two/step_12/model.sa
   || fail "sft: two ranks and two micro-batches differ"
 [ "$(grep -c . "$work/sft-two/metrics.jsonl")" = "$(grep -c . "$work/sft-acc/metrics.jsonl")" ] \
   || fail "sft: metrics lines"
+# ZeRO-1: each rank holds half of AdamW's state and writes it into the
+# checkpoints; the same bits. One process resumes from its step 6, reading
+# both halves, and ends where the uninterrupted run does.
+mpi 2 sft --config "$repo/configs/sft-addition.toml" --out "$work/sft-zero" "${micro[@]}" \
+  --set sft.steps=12 --set sft.eval_every=6 --set sft.eval_problems=10 \
+  --set sft.stop_at_accuracy=0 --set sft.zero=1 --set sft.checkpoint_every=6 \
+  --set sft.keep_checkpoints=0 > "$work/sft-zero.log" 2>&1 \
+  || { cat "$work/sft-zero.log"; fail "sft with ZeRO-1"; }
+grep -q "sft.zero = 1: each of the 2 trainer ranks holds its shard" "$work/sft-zero.log" \
+  || { cat "$work/sft-zero.log"; fail "sft ZeRO-1 banner"; }
+for s in 6 12; do
+  for f in optimizer-00000-of-00002 optimizer-00001-of-00002; do
+    [ -s "$work/sft-zero/step_$s/$f.safetensors" ] || fail "sft ZeRO-1: step_$s/$f.safetensors"
+  done
+  [ ! -e "$work/sft-zero/step_$s/optimizer.safetensors" ] || fail "sft ZeRO-1: a whole optimizer file"
+done
+cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-zero/step_12/model.safetensors" \
+  || fail "sft: ZeRO-1 and ZeRO-0 differ"
+cp -r "$work/sft-zero" "$work/sft-zero-resumed"
+rm -rf "$work/sft-zero-resumed/step_12"
+echo step_6 > "$work/sft-zero-resumed/latest"
+"$anvil" sft --resume "$work/sft-zero-resumed" --set sft.grad_accum=2 \
+  > "$work/sft-zero-resumed.log" 2>&1 \
+  || { cat "$work/sft-zero-resumed.log"; fail "sft: resuming ZeRO-1 shards on one process"; }
+cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-zero-resumed/step_12/model.safetensors" \
+  || fail "sft: resumed from ZeRO-1 shards, other weights"
+cmp -s "$work/sft-acc/step_12/optimizer.safetensors" \
+  "$work/sft-zero-resumed/step_12/optimizer.safetensors" \
+  || fail "sft: resumed from ZeRO-1 shards, other AdamW state"
 
 rl=(--config "$repo/configs/rl-addition.toml" --set task.digits=1 --set rl.init="$work/sft"
     --set rl.steps=4 --set rl.prompts_per_step=4 --set rl.eval_every=2 --set rl.eval_problems=10
@@ -114,6 +143,18 @@ dp_pair dp-colocated 2 2 --set rl.max_staleness=0
 dp_pair dp-rollout-rank 3 4 --set rl.grad_accum=2
 dp_pair dp-ppo 2 2 --set rl.max_staleness=0 --set rl.algorithm='"ppo"'
 dp_pair dp-critic 2 2 --set rl.max_staleness=0 --set rl.algorithm='"ppo"' --set rl.critic='"separate"'
+# ZeRO-1 (AdamW's state sharded, the policy's and a separate critic's): the
+# same bits, beside a rollout rank too.
+dp_pair dp-zero 2 2 --set rl.max_staleness=0 --set rl.zero=1 --set rl.algorithm='"ppo"' \
+  --set rl.critic='"separate"'
+dp_pair dp-zero-rollout-rank 3 4 --set rl.grad_accum=2 --set rl.zero=1
+for f in optimizer critic_optimizer; do
+  for r in 00000 00001; do
+    [ -s "$work/dp-zero-n/step_4/$f-$r-of-00002.safetensors" ] || fail "rl ZeRO-1: $f shard $r"
+  done
+done
+grep -q "rl.zero = 1: each of the 2 trainer ranks" "$work/dp-zero-rollout-rank-n.log" \
+  || { cat "$work/dp-zero-rollout-rank-n.log"; fail "rl ZeRO-1 banner"; }
 grep -q "rollouts drawn on rank 2" "$work/dp-rollout-rank-n.log" || fail "three ranks: rollout rank"
 # The slots change the order of the sums, not the gradient: one slot gives
 # other bits than two, but the first update's gradient norm and losses
@@ -147,6 +188,19 @@ echo step_2 > "$work/dp-resumed/latest"
   || { cat "$work/dp-resumed.log"; fail "resume on one process"; }
 grep -q "folded over 2 slots, now 1" "$work/dp-resumed.log" \
   || { cat "$work/dp-resumed.log"; fail "slots note"; }
+# A ZeRO-1 run resumed on its two ranks from its sharded step-2 checkpoint
+# ends where it did uninterrupted.
+cp -r "$work/dp-zero-n" "$work/dp-zero-resumed"
+rm -rf "$work/dp-zero-resumed/step_4"
+echo step_2 > "$work/dp-zero-resumed/latest"
+/usr/bin/python3 -c "
+import json, sys
+p = sys.argv[1]
+keep = [l for l in open(p) if json.loads(l).get('step', 0) <= 2]
+open(p, 'w').writelines(keep)" "$work/dp-zero-resumed/metrics.jsonl"
+mpi 2 rl --resume "$work/dp-zero-resumed" > "$work/dp-zero-resumed.log" 2>&1 \
+  || { cat "$work/dp-zero-resumed.log"; fail "ZeRO-1 resume on two ranks"; }
+same "$work/dp-zero-n" "$work/dp-zero-resumed"
 
 # A rollout rank on other kernels than the trainer's (here the scalar tier)
 # would give other log-probabilities, a trainer rank on others other

@@ -44,6 +44,10 @@ std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t 
   return buckets;
 }
 
+std::vector<int64_t> ZeroShardCounts(int64_t size, int ranks) {
+  return comm::SplitEvenly(size, ranks, optim::kNormChunk);
+}
+
 DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParallelOptions& options,
                            int64_t size, std::span<float> grads,
                            std::span<const int64_t> tensor_begins,
@@ -59,8 +63,7 @@ DataParallel::DataParallel(comm::Group& group, ThreadPool& pool, const DataParal
   CHECK(by_units() ? grads.empty() : static_cast<int64_t>(grads.size()) == size)
       << "the model's grad buffer: whole below ZeRO-2, none from it";
   buckets_ = PlanBuckets(tensor_begins, size, options.bucket_elements);
-  shard_counts_ = options.zero >= 1 ? comm::SplitEvenly(size, group.size(), optim::kNormChunk)
-                                    : std::vector<int64_t>{};
+  shard_counts_ = options.zero >= 1 ? ZeroShardCounts(size, group.size()) : std::vector<int64_t>{};
   shard_ = options.zero >= 1 ? ShardOf(shard_counts_, group.rank()) : optim::Shard{0, size};
   // The sum: in the model's grads when they are whole and there is one
   // micro-batch; else here (ZeRO-0's is gathered whole into it).

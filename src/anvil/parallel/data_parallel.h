@@ -67,6 +67,9 @@ struct Bucket {
 std::vector<Bucket> PlanBuckets(std::span<const int64_t> tensor_begins, int64_t size,
                                 int64_t bucket_elements);
 
+// The elements each of `ranks` ranks owns of a `size`-element layout from
+// ZeRO-1 on (in rank order): even cuts at multiples of optim::kNormChunk.
+std::vector<int64_t> ZeroShardCounts(int64_t size, int ranks);
 // Rank `rank`'s range when ranks own `counts` elements each, in rank order.
 optim::Shard ShardOf(std::span<const int64_t> counts, int rank);
 // How many elements of [begin, end) each rank owns under `counts`.

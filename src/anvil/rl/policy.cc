@@ -128,26 +128,19 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
 }
 
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,
-                                              const optim::OptimConfig& config) {
+                                              const optim::OptimConfig& config,
+                                              std::optional<optim::Shard> shard) {
   const model::LlamaParams& params = policy.llama->params();
-  return std::make_unique<optim::AdamW>(config, optim::LlamaParamGroups(params), params.size());
+  return std::make_unique<optim::AdamW>(config, optim::LlamaParamGroups(params), params.size(),
+                                        shard.value_or(optim::Shard{0, params.size()}));
 }
 
-Result<std::string> SavePolicyCheckpoint(const std::string& run_dir, int64_t step,
-                                         const Policy& policy, const optim::AdamW& adamw,
-                                         const std::string& state_json,
-                                         const std::string& config_toml, int keep,
-                                         const ExtraFiles& extra) {
-  ASSIGN_OR_RETURN(io::CheckpointWriter writer, io::CheckpointWriter::Begin(run_dir, step));
-  RETURN_IF_ERROR(model::SaveHfCheckpoint(writer.temp_dir(), policy.llama->params()));
-  RETURN_IF_ERROR(data::SaveTokenizer(policy.tokenizer, writer.Path("tokenizer.json")));
-  RETURN_IF_ERROR(adamw.Save(writer.Path("optimizer.safetensors")));
-  RETURN_IF_ERROR(WriteFileAtomic(writer.Path("state.json"), state_json));
-  RETURN_IF_ERROR(WriteFileAtomic(writer.Path("config.toml"), config_toml));
-  if (extra) RETURN_IF_ERROR(extra(writer.temp_dir()));
-  ASSIGN_OR_RETURN(std::string dir, writer.Commit());
-  RETURN_IF_ERROR(io::PruneCheckpoints(run_dir, keep));
-  return dir;
+Status WritePolicyFiles(const std::string& dir, const Policy& policy, const std::string& state_json,
+                        const std::string& config_toml) {
+  RETURN_IF_ERROR(model::SaveHfCheckpoint(dir, policy.llama->params()));
+  RETURN_IF_ERROR(data::SaveTokenizer(policy.tokenizer, dir + "/tokenizer.json"));
+  RETURN_IF_ERROR(WriteFileAtomic(dir + "/state.json", state_json));
+  return WriteFileAtomic(dir + "/config.toml", config_toml);
 }
 
 }  // namespace anvil::rl

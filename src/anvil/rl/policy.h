@@ -4,12 +4,15 @@
 // checkpoint is self-contained: beside the Hugging Face weights
 // (model.safetensors, config.json) it holds its tokenizer.json, so
 // `anvil generate --ckpt` works on it without the data it came from, plus
-// optimizer.safetensors, state.json (the run's counters) and config.toml.
+// AdamW's state (optimizer.safetensors, or under ZeRO-1 one file per trainer
+// rank: optimizer-00000-of-00002.safetensors ...), state.json (the run's
+// counters) and config.toml.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,21 +78,20 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
                                                     const Policy& policy, int64_t max_batch,
                                                     bool lm_head = true);
 
-// The AdamW of a policy's parameters (weight decay on matrices only).
+// The AdamW of a policy's parameters (weight decay on matrices only), for
+// `shard` of them (ZeRO-1: this rank's; the whole layout by default).
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,
-                                              const optim::OptimConfig& config);
+                                              const optim::OptimConfig& config,
+                                              std::optional<optim::Shard> shard = std::nullopt);
 
 // More files of a checkpoint, written into its folder (before the commit
 // checksums them), e.g. PPO's value head.
 using ExtraFiles = std::function<Status(const std::string& dir)>;
 
-// Writes RUN/step_<step>/ (io/checkpoint.h: atomic, checksummed) with the
-// files above and `extra`'s; `state_json` and `config_toml` are written as
-// given. Keeps the newest `keep` checkpoints (0: all). Returns the folder.
-Result<std::string> SavePolicyCheckpoint(const std::string& run_dir, int64_t step,
-                                         const Policy& policy, const optim::AdamW& adamw,
-                                         const std::string& state_json,
-                                         const std::string& config_toml, int keep,
-                                         const ExtraFiles& extra = nullptr);
+// A checkpoint's files but AdamW's, into `dir` (a checkpoint's temporary
+// folder): the weights, tokenizer.json, and `state_json` and `config_toml`
+// as given.
+Status WritePolicyFiles(const std::string& dir, const Policy& policy, const std::string& state_json,
+                        const std::string& config_toml);
 
 }  // namespace anvil::rl

@@ -157,7 +157,8 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   std::unique_ptr<TrainerRanks> own_ranks;
   if (trainer_ranks == nullptr) {
     alone = comm::MakeLocalGroup("trainer");
-    own_ranks = std::make_unique<TrainerRanks>(*alone, 1, model, critic.trunk, ctx.pool());
+    own_ranks =
+        std::make_unique<TrainerRanks>(*alone, 1, /*zero=*/0, model, critic.trunk, ctx.pool());
     trainer_ranks = own_ranks.get();
   }
   TrainerRanks& ranks = *trainer_ranks;
@@ -427,23 +428,25 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
       ValueLossStats vs;
       const std::span<const float> grads =
           backward_slots(model, ranks.policy_dp(), ppo && !separate, r0, r1, vs);
-      double norm = optim::GlobalNorm(ctx.pool(), grads);
+      double norm = ranks.policy_dp().GradNorm(grads);
       if (ppo && !separate) {
         norm = std::hypot(norm, optim::GlobalNorm(ctx.pool(), critic.head->grads()));
       }
       const float clip_scale = optim::ClipScale(norm, grad_clip);
       adamw.Step(ctx, lr, clip_scale, params.weights(), grads, params.bf16());
+      ranks.GatherWeights(ranks.policy_dp(), model, ctx);  // ZeRO-1: the other ranks' shards
       if (separate) {
         // The critic's own step: the value loss's gradient at its features
         // (it has no LM head), clipped on its own norm.
         model::LlamaParams& cp = critic.trunk->params();
         const std::span<const float> critic_grads =
             backward_slots(*critic.trunk, *ranks.critic_dp(), /*values=*/true, r0, r1, vs);
-        const double critic_norm = std::hypot(optim::GlobalNorm(ctx.pool(), critic_grads),
+        const double critic_norm = std::hypot(ranks.critic_dp()->GradNorm(critic_grads),
                                               optim::GlobalNorm(ctx.pool(), critic.head->grads()));
         const float critic_clip = optim::ClipScale(critic_norm, grad_clip);
         critic.trunk_adamw->Step(ctx, lr * critic.trunk_lr_ratio, critic_clip, cp.weights(),
                                  critic_grads, cp.bf16());
+        ranks.GatherWeights(*ranks.critic_dp(), *critic.trunk, ctx);
         critic.adamw->Step(ctx, lr * critic.lr_ratio, critic_clip, critic.head->params(),
                            critic.head->grads(), {});
       } else if (ppo) {

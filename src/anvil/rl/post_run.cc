@@ -5,13 +5,17 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "anvil/core/check.h"
 #include "anvil/core/file_util.h"
 #include "anvil/infer/checkpoint_model.h"
 #include "anvil/io/checkpoint.h"
+#include "anvil/io/flat_shards.h"
 #include "anvil/model/fp8_linear.h"
+#include "anvil/parallel/data_parallel.h"
+#include "anvil/profile/trace.h"
 
 namespace anvil::rl {
 namespace {
@@ -70,11 +74,15 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
           "{}/state.json: a {} run with seed {}, not this {} run's seed {}", loaded_from_, s.kind,
           s.seed, kind_, run_.seed));
     }
-    adamw_ = PolicyOptimizer(*policy_, run_.optim);
-    const std::string optimizer = loaded_from_ + "/optimizer.safetensors";
-    RETURN_IF_ERROR(adamw_->Load(std::span<const std::string>(&optimizer, 1)));
+    // AdamW's state from the checkpoint's files, whichever ranks wrote them.
+    adamw_ = PolicyOptimizer(*policy_, run_.optim, OptimizerShard(policy_->llama->params().size()));
+    const std::vector<std::string> files = io::ShardFiles(loaded_from_, "optimizer");
+    if (files.empty()) {
+      return DataLoss(fmt::format("{}: no optimizer.safetensors (nor its shards)", loaded_from_));
+    }
+    RETURN_IF_ERROR(adamw_->Load(files));
     if (adamw_->step() != s.optimizer_step) {
-      return DataLoss(fmt::format("{}: optimizer step {}, state.json says {}", optimizer,
+      return DataLoss(fmt::format("{}: optimizer step {}, state.json says {}", files[0],
                                   adamw_->step(), s.optimizer_step));
     }
     step_ = first_step_ = s.step;
@@ -97,7 +105,7 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
           "run's folder)",
           kind_));
     }
-    adamw_ = PolicyOptimizer(*policy_, run_.optim);
+    adamw_ = PolicyOptimizer(*policy_, run_.optim, OptimizerShard(policy_->llama->params().size()));
   }
   RecordFp8Recipe();
   schedule_ = std::make_unique<optim::LrSchedule>(run_.optim, run_.steps);
@@ -236,7 +244,6 @@ Status PostRun::AfterStep(const PostRunHooks& hooks) {
   if (run_.eval_every > 0 && step_ % run_.eval_every == 0) {
     RETURN_IF_ERROR(Evaluate(hooks).status());
   }
-  if (!writer()) return Status::Ok();
   if (run_.checkpoint_every > 0 && step_ % run_.checkpoint_every == 0) {
     RETURN_IF_ERROR(Save().status());
   }
@@ -246,7 +253,7 @@ Status PostRun::AfterStep(const PostRunHooks& hooks) {
 Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
   if (last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
-  if (writer() && last_saved_step_ != step_) {
+  if (last_saved_step_ != step_) {
     RETURN_IF_ERROR(Save(extra_state ? extra_state(*last_eval_) : "").status());
   }
   PostRunSummary s;
@@ -263,6 +270,14 @@ void PostRun::SetTrainerSlots(int ranks, int grad_accum, const std::string& what
                               const PostRunHooks& hooks) {
   trainer_slots_ = ranks * grad_accum;
   if (!hooks.on_message) return;
+  if (sharded()) {
+    constexpr double kMiB = 1 << 20;
+    hooks.on_message(fmt::format(
+        "{}.zero = 1: each of the {} trainer ranks holds its shard of AdamW's state ({:.1f} MiB "
+        "here of {:.1f} MiB) and updates its part of the weights",
+        kind_, ranks, static_cast<double>(adamw_->shard().size()) * 8 / kMiB,
+        static_cast<double>(adamw_->size()) * 8 / kMiB));
+  }
   if (trainer_slots_ > 1) {
     hooks.on_message(
         fmt::format("{} trainer rank{}, {} micro-batch{} each: a{} {}'s gradient folds {} slots",
@@ -286,27 +301,68 @@ std::optional<double> PostRun::ResumedNumber(const std::string& key) const {
   return j[key].get<double>();
 }
 
+optim::Shard PostRun::OptimizerShard(int64_t size) const {
+  if (!sharded()) return {0, size};
+  return parallel::ShardOf(parallel::ZeroShardCounts(size, options_.trainers->size()),
+                           options_.trainers->rank());
+}
+
+Status PostRun::Agree(Status status, const char* what) {
+  if (!sharded()) return status;
+  const int failed = options_.trainers->AllReduceValue<int>(status.ok() ? 0 : 1);
+  if (!status.ok() || failed == 0) return status;
+  return Aborted(fmt::format("{}: another trainer rank failed (its error is on its output)", what));
+}
+
 Result<std::string> PostRun::Save(const std::string& extra_state) {
-  CHECK(writer()) << "checkpoints are trainer rank 0's";
-  std::string state = fmt::format(
-      "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
-      "  \"task\": \"{}\"",
-      kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
-  if (!run_.init.empty()) state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
-  state += fmt::format(",\n  \"trainer_slots\": {}", trainer_slots_);
-  if (!extra_state_.empty()) state += ",\n  " + extra_state_;
-  if (!extra_state.empty()) state += ",\n  " + extra_state;
-  state += "\n}\n";
-  ASSIGN_OR_RETURN(last_checkpoint_,
-                   SavePolicyCheckpoint(options_.run_dir, step_, *policy_, *adamw_, state,
-                                        config_.ResolvedToml(),
-                                        static_cast<int>(run_.keep_checkpoints),
-                                        [this](const std::string& dir) -> Status {
-                                          for (const ExtraFiles& f : save_also_) {
-                                            RETURN_IF_ERROR(f(dir));
-                                          }
-                                          return Status::Ok();
-                                        }));
+  if (!writer() && !sharded()) return std::string();  // the writer writes the whole state
+  ANVIL_TRACE_ZONE("checkpoint");
+  // The writer makes the temporary folder; sharded, every rank writes its
+  // files into it, and the writer commits (checksums, renames, `latest`)
+  // only once all have, so a failure anywhere keeps the previous `latest`.
+  std::optional<io::CheckpointWriter> checkpoint;
+  Status status = Status::Ok();
+  if (writer()) {
+    Result<io::CheckpointWriter> begun = io::CheckpointWriter::Begin(options_.run_dir, step_);
+    if (begun.ok()) {
+      checkpoint.emplace(std::move(*begun));
+    } else {
+      status = begun.status();
+    }
+  }
+  RETURN_IF_ERROR(Agree(std::move(status), "starting a checkpoint"));
+  const std::string temp = io::CheckpointTempDir(options_.run_dir, step_);
+  const int rank = sharded() ? options_.trainers->rank() : 0;
+  const int ranks = sharded() ? options_.trainers->size() : 1;
+  status = adamw_->Save(temp + "/" + io::ShardFileName("optimizer", rank, ranks));
+  for (const RankFiles& files : save_ranks_) {
+    if (status.ok()) status = files(temp, rank, ranks);
+  }
+  if (status.ok() && writer()) {
+    std::string state = fmt::format(
+        "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
+        "  \"task\": \"{}\"",
+        kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
+    if (!run_.init.empty())
+      state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
+    state += fmt::format(",\n  \"trainer_slots\": {}", trainer_slots_);
+    if (!extra_state_.empty()) state += ",\n  " + extra_state_;
+    if (!extra_state.empty()) state += ",\n  " + extra_state;
+    state += "\n}\n";
+    status = WritePolicyFiles(temp, *policy_, state, config_.ResolvedToml());
+    for (const ExtraFiles& files : save_also_) {
+      if (status.ok()) status = files(temp);
+    }
+  }
+  RETURN_IF_ERROR(Agree(std::move(status), "writing a checkpoint"));
+  if (writer()) {
+    Result<std::string> committed = checkpoint->Commit();
+    status = committed.ok()
+                 ? io::PruneCheckpoints(options_.run_dir, static_cast<int>(run_.keep_checkpoints))
+                 : committed.status();
+    if (committed.ok()) last_checkpoint_ = *committed;
+  }
+  RETURN_IF_ERROR(Agree(std::move(status), "committing a checkpoint"));
   last_saved_step_ = step_;
   return last_checkpoint_;
 }

@@ -102,7 +102,7 @@ class PostRun {
   Result<TaskEval> Evaluate(const PostRunHooks& hooks);
   // After a step: the evaluation and the checkpoint <kind>.eval_every and
   // <kind>.checkpoint_every ask for (none at the last step: Finish does
-  // them), on every trainer rank. Save is the writer's alone.
+  // them), on every trainer rank.
   Status AfterStep(const PostRunHooks& hooks);
   // The latest evaluation and the step it was made at (-1: none yet).
   const std::optional<TaskEval>& last_eval() const { return last_eval_; }
@@ -113,7 +113,10 @@ class PostRun {
   Result<PostRunSummary> Finish(const PostRunHooks& hooks,
                                 const std::function<std::string(const TaskEval&)>& extra_state);
   // A checkpoint of the current step; `extra`: more state.json fields (a
-  // JSON object's members, without braces; may be empty).
+  // JSON object's members, without braces; may be empty). Every trainer rank
+  // calls it: sharded, each writes its shard into the writer's temporary
+  // folder, and the writer commits once all have; else the writer writes
+  // all (the others return an empty folder name).
   Result<std::string> Save(const std::string& extra_state = "");
   // The trainer ranks and micro-batches each (rl/trainer_ranks.h) a `what`
   // ("step", "update") is folded over: said through on_message when more
@@ -128,8 +131,23 @@ class PostRun {
   // run, or when it has no such field).
   std::optional<double> ResumedNumber(const std::string& key) const;
   // Every checkpoint from now on also holds `extra`'s files (a caller's
-  // state beyond the policy's: PPO's value head, a rollout snapshot).
+  // state beyond the policy's: PPO's value head, a rollout snapshot),
+  // written by the writer.
   void SaveAlso(ExtraFiles extra) { save_also_.push_back(std::move(extra)); }
+  // Files each trainer rank writes into every checkpoint from now on (a
+  // sharded optimizer's state: io::ShardFileName(prefix, rank, ranks)).
+  // Under <kind>.zero = 1 with several trainer ranks every rank calls it
+  // with its rank and their count; otherwise the writer alone, with 0 of 1.
+  using RankFiles = std::function<Status(const std::string& dir, int rank, int ranks)>;
+  void SaveFromEveryRank(RankFiles files) { save_ranks_.push_back(std::move(files)); }
+  // This trainer rank's part of a `size`-element parameter layout (an
+  // optimizer's shard): under <kind>.zero = 1 its ZeRO-1 shard
+  // (parallel::ZeroShardCounts), else the whole layout.
+  optim::Shard OptimizerShard(int64_t size) const;
+  // Whether AdamW's state is sharded over several trainer ranks.
+  bool sharded() const {
+    return run_.zero >= 1 && options_.trainers != nullptr && options_.trainers->size() > 1;
+  }
   train::MetricsWriter& metrics() { return *metrics_; }
   double seconds() const { return watch_.Seconds(); }
 
@@ -139,6 +157,9 @@ class PostRun {
               int64_t max_batch, const FreshPolicy& fresh);
   // A resume's precision and FP8 recipe against the checkpoint's config.toml.
   Status CheckResumedRecipe() const;
+  // `status` if every rank writing a sharded checkpoint succeeded, else an
+  // error on all (one rank's failure ends the save on every rank).
+  Status Agree(Status status, const char* what);
 
   Config config_;
   std::string kind_;
@@ -154,6 +175,7 @@ class PostRun {
   int64_t last_eval_step_ = -1, last_saved_step_ = -1;
   std::string last_checkpoint_;
   std::vector<ExtraFiles> save_also_;
+  std::vector<RankFiles> save_ranks_;
   std::string extra_state_;
   int trainer_slots_ = 1;
   std::string resumed_state_;  // state.json's text of a resumed run

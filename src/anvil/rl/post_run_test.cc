@@ -394,14 +394,18 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   const auto fp8_rl = [&](const std::string& out, const char* extra) {
     Config c = RlConfig(through);
     EXPECT_TRUE(c.Set("rl.precision=fp8-block").ok() && c.Set("rl.steps=2").ok());
-    if (extra != nullptr) EXPECT_TRUE(c.Set(extra).ok());
+    if (extra != nullptr) {
+      EXPECT_TRUE(c.Set(extra).ok());
+    }
     return RunRl(c, {.run_dir = out}, {});
   };
   auto inherited = fp8_rl(dir / "rl", nullptr);
   ASSERT_TRUE(inherited.ok()) << inherited.status().ToString();
   EXPECT_EQ(recipe_of(dir / "rl/step_2/config.toml"), "bf16 bf16 1 e5m2");
   for (const nlohmann::json& line : MetricsLines(dir / "rl")) {
-    if (line.contains("max_logprob_diff")) EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0);
+    if (line.contains("max_logprob_diff")) {
+      EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0);
+    }
   }
   ASSERT_TRUE(fp8_rl(dir / "rl_auto", "train.fp8_decode=auto").ok());  // as the checkpoint
   EXPECT_EQ(recipe_of(dir / "rl_auto/step_2/config.toml"), "bf16 bf16 1 e5m2");

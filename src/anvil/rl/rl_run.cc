@@ -12,6 +12,7 @@
 #include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/infer/rollout.h"
+#include "anvil/io/flat_shards.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
@@ -211,7 +212,9 @@ constexpr const char* kValueHeadFile = "value_head.safetensors";
 constexpr const char* kValueOptimizerFile = "value_head_optimizer.safetensors";
 // rl.critic = "separate": the critic model's weights (one flat f32 file) and AdamW state.
 constexpr const char* kCriticFile = "critic.safetensors";
-constexpr const char* kCriticOptimizerFile = "critic_optimizer.safetensors";
+// Its AdamW state: critic_optimizer.safetensors, or one file per trainer
+// rank under rl.zero = 1 (io::ShardFileName).
+constexpr const char* kCriticOptimizerPrefix = "critic_optimizer";
 // rl.max_staleness = 1: the weights the next step's samples are drawn from.
 constexpr const char* kSnapshotFile = "rollout_snapshot.safetensors";
 
@@ -390,13 +393,19 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     ASSIGN_OR_RETURN(critic_model, LoadReference(rc.init, policy, model_rows,
                                                  /*lm_head=*/false));
     model::LlamaParams& cp = critic_model->params();
-    critic_adamw = std::make_unique<optim::AdamW>(
-        rc.optim, optim::LlamaParamGroups(cp, /*lm_head=*/false), cp.size());
+    critic_adamw =
+        std::make_unique<optim::AdamW>(rc.optim, optim::LlamaParamGroups(cp, /*lm_head=*/false),
+                                       cp.size(), run->OptimizerShard(cp.size()));
     if (options.resume) {
       const std::string& dir = run->loaded_from();
-      const std::string moments = dir + "/" + kCriticOptimizerFile;
       Status loaded = LoadSnapshotFile(dir + "/" + kCriticFile, cp.weights());
-      if (loaded.ok()) loaded = critic_adamw->Load(std::span<const std::string>(&moments, 1));
+      if (loaded.ok()) {
+        const std::vector<std::string> moments = io::ShardFiles(dir, kCriticOptimizerPrefix);
+        loaded =
+            moments.empty()
+                ? NotFound(fmt::format("{}/{}.safetensors: missing", dir, kCriticOptimizerPrefix))
+                : critic_adamw->Load(moments);
+      }
       if (!loaded.ok()) {
         return DataLoss(fmt::format("resuming PPO with a separate critic needs its model: {}",
                                     loaded.message()));
@@ -407,8 +416,10 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     critic.trunk_adamw = critic_adamw.get();
     critic.trunk_lr_ratio = gc.critic_lr_ratio;
     run->SaveAlso([&](const std::string& dir) -> Status {
-      RETURN_IF_ERROR(SaveSnapshotFile(dir + "/" + kCriticFile, critic_model->params().weights()));
-      return critic_adamw->Save(dir + "/" + kCriticOptimizerFile);
+      return SaveSnapshotFile(dir + "/" + kCriticFile, critic_model->params().weights());
+    });
+    run->SaveFromEveryRank([&](const std::string& dir, int rank, int ranks) -> Status {
+      return critic_adamw->Save(dir + "/" + io::ShardFileName(kCriticOptimizerPrefix, rank, ranks));
     });
   }
   std::unique_ptr<model::Llama> reference;
@@ -422,8 +433,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     alone = comm::MakeLocalGroup("trainer");
     trainers = alone.get();
   }
-  TrainerRanks trainer_ranks(*trainers, static_cast<int>(gc.grad_accum), *policy.llama,
-                             critic_model.get(), ctx.pool());
+  TrainerRanks trainer_ranks(*trainers, static_cast<int>(gc.grad_accum), run->sharded() ? 1 : 0,
+                             *policy.llama, critic_model.get(), ctx.pool());
   run->SetTrainerSlots(ranks, trainer_ranks.grad_accum(), "update", hooks.run);
   if (hooks.on_start) {
     const int updates = gc.step.epochs * gc.step.minibatches;

@@ -22,6 +22,7 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
   ASSIGN_OR_RETURN(c.keep_checkpoints, config.GetInt(p + "keep_checkpoints", c.keep_checkpoints));
   ASSIGN_OR_RETURN(c.threads, config.GetInt(p + "threads", c.threads));
   ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble(p + "max_minutes", c.max_minutes));
+  ASSIGN_OR_RETURN(c.zero, config.GetInt(p + "zero", c.zero));
   if (c.precision != model::Precision::kF32 && c.precision != model::Precision::kBF16 &&
       c.precision != model::Precision::kFp8Block && c.precision != model::Precision::kMxfp8) {
     return InvalidArgument(fmt::format(
@@ -44,6 +45,12 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
         "{0}seed, {0}eval_every, {0}checkpoint_every, {0}keep_checkpoints, {0}max_minutes must "
         "be >= 0 and {0}threads in 0..1024",
         p));
+  }
+  if (c.zero != 0 && c.zero != 1) {
+    return InvalidArgument(fmt::format(
+        "{}zero = {}: post-training runs ZeRO-0 (every trainer rank holds AdamW's whole state) "
+        "or ZeRO-1 (each holds its shard); ZeRO-2 and 3 are `anvil train`'s (parallel.zero)",
+        p, c.zero));
   }
   ASSIGN_OR_RETURN(c.task, TaskConfig::FromConfig(config));
   ASSIGN_OR_RETURN(c.optim, optim::OptimConfig::FromConfig(config));

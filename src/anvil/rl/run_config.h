@@ -29,6 +29,10 @@ struct PostRunConfig {
   int64_t keep_checkpoints = 2;  // newest N kept; 0 keeps all
   int64_t threads = 0;         // 0: ANVIL_THREADS or all cores
   double max_minutes = 0;      // stop (evaluate, checkpoint) after this wall time; 0: none
+  // 1: AdamW's state (and a step's gradient sum) sharded over the trainer
+  // ranks, each updating its shard of the weights, which are then gathered
+  // (ZeRO-1, parallel/data_parallel.h); the same bits as 0.
+  int64_t zero = 0;
 
   TaskConfig task;
   optim::OptimConfig optim;

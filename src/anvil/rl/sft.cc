@@ -122,7 +122,8 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     comm::SetWatchdogTimeout(comm_timeout_s);
     RETURN_IF_ERROR(CheckSameKernels(*trainers, policy.Kernels()));
   }
-  TrainerRanks slots(*trainers, static_cast<int>(grad_accum), model, nullptr, ctx.pool());
+  TrainerRanks slots(*trainers, static_cast<int>(grad_accum), run->sharded() ? 1 : 0, model,
+                     nullptr, ctx.pool());
   parallel::DataParallel& dp = slots.policy_dp();
   model::StepHooks step_hooks;
   step_hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
@@ -159,10 +160,11 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     double loss_sum = 0;  // the slots' sums in slot order
     for (const double x : slots.AllSlots(loss_sums, 1)) loss_sum += x;
     model::LlamaParams& params = model.params();
-    const double grad_norm = optim::GlobalNorm(ctx.pool(), grads);
+    const double grad_norm = dp.GradNorm(grads);
     const double lr = run->LrAt(run->step());
     run->adamw().Step(ctx, lr, optim::ClipScale(grad_norm, rc.optim.grad_clip), params.weights(),
                       grads, params.bf16());
+    slots.GatherWeights(dp, model, ctx);  // ZeRO-1: the other ranks' shards
     run->StepDone();
     tokens_seen += batch_size * t_len;
     train::StepMetrics m;

@@ -14,13 +14,14 @@ namespace anvil::rl {
 namespace {
 
 std::unique_ptr<parallel::DataParallel> MakeDataParallel(comm::Group& group, int grad_accum,
-                                                         model::Llama& model, ThreadPool& pool) {
+                                                         int zero, model::Llama& model,
+                                                         ThreadPool& pool) {
   model::LlamaParams& p = model.params();
   std::vector<int64_t> tensor_begins;
   for (const model::ParamInfo& info : p.params()) tensor_begins.push_back(info.offset);
-  const std::vector<int64_t> units = {0, p.size()};  // ZeRO-0 reduces by buckets
+  const std::vector<int64_t> units = {0, p.size()};  // ZeRO-0 and 1 reduce by buckets
   return std::make_unique<parallel::DataParallel>(
-      group, pool, parallel::DataParallelOptions{.zero = 0, .grad_accum = grad_accum}, p.size(),
+      group, pool, parallel::DataParallelOptions{.zero = zero, .grad_accum = grad_accum}, p.size(),
       p.grads(), tensor_begins, units);
 }
 
@@ -39,12 +40,21 @@ void GatherVectors(comm::Group& group, std::span<const T> mine, std::vector<T>& 
 
 }  // namespace
 
-TrainerRanks::TrainerRanks(comm::Group& group, int grad_accum, model::Llama& policy,
+TrainerRanks::TrainerRanks(comm::Group& group, int grad_accum, int zero, model::Llama& policy,
                            model::Llama* critic, ThreadPool& pool)
     : group_(group), grad_accum_(grad_accum) {
   CHECK_GE(grad_accum, 1);
-  policy_dp_ = MakeDataParallel(group, grad_accum, policy, pool);
-  if (critic != nullptr) critic_dp_ = MakeDataParallel(group, grad_accum, *critic, pool);
+  CHECK(zero == 0 || zero == 1) << "post-training ZeRO stage " << zero;
+  policy_dp_ = MakeDataParallel(group, grad_accum, zero, policy, pool);
+  if (critic != nullptr) critic_dp_ = MakeDataParallel(group, grad_accum, zero, *critic, pool);
+}
+
+void TrainerRanks::GatherWeights(parallel::DataParallel& dp, model::Llama& model,
+                                 const kernels::KernelCtx& ctx) {
+  if (dp.options().zero == 0) return;
+  model::LlamaParams& params = model.params();
+  dp.GatherWeights(params.weights());
+  if (params.has_bf16()) model.RefreshBf16Weights(ctx);
 }
 
 std::pair<int64_t, int64_t> TrainerRanks::SlotRows(int64_t r0, int64_t r1, int slot) const {

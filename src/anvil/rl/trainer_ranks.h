@@ -1,6 +1,6 @@
 // The ranks that train an RL run together, and how a step's work is cut
 // among them: data parallelism as `anvil train`'s (parallel/data_parallel.h,
-// ZeRO-0), with the same order of sums.
+// ZeRO-0 or ZeRO-1), with the same order of sums.
 //
 // An update's rows are cut into S = ranks x grad_accum contiguous slots, in
 // order; micro-batch i of rank r is slot i * ranks + r, and the update's
@@ -36,10 +36,12 @@ namespace anvil::rl {
 class TrainerRanks {
  public:
   // `group`: the trainer ranks (a group of one: this process alone);
-  // `grad_accum` micro-batches per rank and update; `critic`: PPO's separate
-  // critic model, or null. The group, models and pool must outlive this.
-  TrainerRanks(comm::Group& group, int grad_accum, model::Llama& policy, model::Llama* critic,
-               ThreadPool& pool);
+  // `grad_accum` micro-batches per rank and update; `zero` 0 or 1 (each
+  // rank's optimizers then hold the shard of parallel::ZeroShardCounts);
+  // `critic`: PPO's separate critic model, or null. The group, models and
+  // pool must outlive this.
+  TrainerRanks(comm::Group& group, int grad_accum, int zero, model::Llama& policy,
+               model::Llama* critic, ThreadPool& pool);
 
   int rank() const { return group_.rank(); }
   int size() const { return group_.size(); }
@@ -54,6 +56,11 @@ class TrainerRanks {
 
   parallel::DataParallel& policy_dp() { return *policy_dp_; }
   parallel::DataParallel* critic_dp() { return critic_dp_.get(); }
+  // After an optimizer step on `dp`'s gradient (ZeRO-1: this rank's shard of
+  // `model`'s weights): every rank's updated weights on every rank, and the
+  // bf16 copy rewritten from them (a no-op at ZeRO-0).
+  void GatherWeights(parallel::DataParallel& dp, model::Llama& model,
+                     const kernels::KernelCtx& ctx);
 
   // Per-row values gathered: row k of `first.size() - 1` rows owns
   // values[first[k] - first[0], first[k + 1] - first[0]); this rank filled
