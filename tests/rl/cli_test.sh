@@ -30,9 +30,11 @@ grep -q "^done: 40 steps" "$work/sft.log" || fail "sft did not finish its 40 ste
 [ "$(grep -c '|dlogp| 0 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rollout and trainer log-probs differ"; }
 grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy change"
 
-# The FP8 recipes whose scales do not depend on the batch: the same exact
-# parity every step; the others are refused, as are their asynchronous rollouts.
-for recipe in fp8-block mxfp8; do
+# The FP8 recipes whose scales do not depend on the batch (fp8-delayed's are
+# fixed for a step; from this f32 checkpoint its histories start from the
+# first prompts): the same exact parity every step; fp8-tensor is refused,
+# as are FP8 asynchronous rollouts.
+for recipe in fp8-block mxfp8 fp8-delayed; do
   "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-$recipe" --set task.digits=1 \
     --set rl.init="$work/sft" --set rl.steps=3 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
     --set rl.eval_problems=10 --set rl.log_every=1 --set rl.precision="\"$recipe\"" \
@@ -44,7 +46,7 @@ if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-tensor" 
     --set rl.init="$work/sft" --set rl.precision='"fp8-tensor"' > "$work/rl-tensor.log" 2>&1; then
   fail "rl ran fp8-tensor"
 fi
-grep -q "fp8-block or mxfp8" "$work/rl-tensor.log" || { cat "$work/rl-tensor.log"; fail "fp8-tensor message"; }
+grep -q "fp8-block, mxfp8 or fp8-delayed" "$work/rl-tensor.log" || { cat "$work/rl-tensor.log"; fail "fp8-tensor message"; }
 if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-fp8-async" \
     --set task.digits=1 --set rl.init="$work/sft" --set rl.precision='"fp8-block"' \
     --set rl.max_staleness=1 > "$work/rl-fp8-async.log" 2>&1; then

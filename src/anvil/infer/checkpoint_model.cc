@@ -3,9 +3,9 @@
 
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "anvil/core/config.h"
@@ -55,15 +55,12 @@ Result<model::ForwardOptions> Fp8SettingsOf(Config& run, model::ForwardOptions o
   return o;
 }
 
-namespace {
-
-// fp8-delayed: the amax histories the trainer saved with the checkpoint
-// (absent in a run of another precision: then each tensor is scaled by its
-// own amax until it has a history).
 Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* delayed) {
-  const std::string path = dir + "/trainer_state.json";
+  // `anvil train`'s state, else a post-training run's.
+  std::string path = dir + "/trainer_state.json";
+  if (!std::filesystem::exists(path)) path = dir + "/state.json";
   auto text = ReadFile(path);
-  if (!text.ok()) return Status::Ok();  // an exported checkpoint: no trainer state
+  if (!text.ok()) return Status::Ok();  // an exported checkpoint: no run state
   std::vector<double> state;
   try {
     const nlohmann::json j = nlohmann::json::parse(*text);
@@ -77,6 +74,8 @@ Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* de
   }
   return Status::Ok();
 }
+
+namespace {
 
 // Weights of more than this (in bf16, the smaller form) stream from DRAM at
 // each decode step: the L3 of one CCD of the Zen parts these hosts are (the

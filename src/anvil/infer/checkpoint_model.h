@@ -57,6 +57,13 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
                                            model::Precision precision, int threads);
 
+// fp8-delayed: the amax histories of a checkpoint folder's run state
+// (`anvil train`'s trainer_state.json, a post-training run's state.json)
+// into `delayed`. A state without them (a run of another precision, an
+// export) leaves `delayed` as it is: each tensor is then scaled by its own
+// amax until it has a history.
+Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* delayed);
+
 // The window length: `requested`, or the run's train.seq_len when 0; within
 // the model's context.
 Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested);

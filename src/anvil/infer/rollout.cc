@@ -38,14 +38,11 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   RETURN_IF_ERROR(options_.sampling.Validate());
   // Tensorwise current scaling takes one amax over all the rows of a step, so
   // a sequence's logits would depend on the others in the batch.
-  const model::Precision precision = model_.precision;
-  const model::Fp8DelayedScaling* delayed = model_.fp8_delayed;
-  if (precision == model::Precision::kFp8Tensor ||
-      (precision == model::Precision::kFp8Delayed && !delayed->AllHaveHistory())) {
+  if (!model_.ScalesFixed()) {
     return InvalidArgument(fmt::format(
         "rollout: {} without fixed scales is not batch invariant (use fp8-block or mxfp8, or "
-        "fp8-delayed with its trained amax histories)",
-        model::PrecisionName(precision)));
+        "fp8-delayed with amax histories of its forward tensors)",
+        model::PrecisionName(model_.precision)));
   }
   if (options_.samples < 1) return InvalidArgument("rollout: samples per prompt must be >= 1");
   if (options_.max_new < 1) return InvalidArgument("rollout: max_new must be >= 1");

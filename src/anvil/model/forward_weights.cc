@@ -1,11 +1,27 @@
 // Weight views of a forward pass (forward_weights.h).
 #include "anvil/model/forward_weights.h"
 
+#include "anvil/model/ops.h"
+
 namespace anvil::model {
 
 bool ForwardWeights::Fp8Layer(int layer) const {
   const int keep = fp8_high_precision_layers;
   return IsFp8(precision) && layer >= keep && layer < config.n_layers - keep;
+}
+
+bool ForwardWeights::ScalesFixed() const {
+  if (precision == Precision::kFp8Tensor) return false;
+  if (precision != Precision::kFp8Delayed) return true;
+  for (int layer = stage.first_layer; layer < stage.end_layer(config); ++layer) {
+    if (!Fp8Layer(layer)) continue;
+    for (int site = layer * kLinearSites; site < (layer + 1) * kLinearSites; ++site) {
+      for (const auto op : {Fp8DelayedScaling::kInput, Fp8DelayedScaling::kWeight}) {
+        if (!fp8_delayed->HasHistory(Fp8DelayedScaling::Index(site, op))) return false;
+      }
+    }
+  }
+  return true;
 }
 
 template <>

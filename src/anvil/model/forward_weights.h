@@ -51,6 +51,11 @@ struct ForwardWeights {
   bool HighPrecisionBf16() const { return KeptInBf16(precision, fp8); }
   // Whether layer `layer` runs its GEMMs in FP8.
   bool Fp8Layer(int layer) const;
+  // Whether a forward's quantization scales are fixed rather than taken from
+  // the batch, so a row's result depends on it alone (decoding and rollouts
+  // need it): all but fp8-tensor, and fp8-delayed once the input and weight
+  // of every GEMM site of its FP8 layers have an amax history.
+  bool ScalesFixed() const;
   // The blocks' weights in the step's precision (A = float or BF16).
   template <typename A>
   AttentionWeights<A> Attention(int layer) const;

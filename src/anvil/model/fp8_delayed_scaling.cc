@@ -25,10 +25,6 @@ kernels::Fp8Format Fp8DelayedScaling::FormatOf(int tensor) const {
   return tensor % kOperands == kGrad ? grad_ : forward_;
 }
 
-bool Fp8DelayedScaling::AllHaveHistory() const {
-  return std::all_of(count_.begin(), count_.end(), [](int c) { return c > 0; });
-}
-
 void Fp8DelayedScaling::BeginStep() {
   std::fill(step_amax_.begin(), step_amax_.end(), -1.0f);
   recording_ = true;

@@ -38,8 +38,6 @@ class Fp8DelayedScaling {
   static int Index(int site, Operand op) { return site * kOperands + op; }
 
   bool HasHistory(int tensor) const { return count_[tensor] > 0; }
-  // Every tensor has a history: forwards use fixed scales (batch invariant).
-  bool AllHaveHistory() const;
   float Scale(int tensor) const { return scale_[tensor]; }  // with a history
 
   bool recording() const { return recording_; }

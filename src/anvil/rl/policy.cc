@@ -15,17 +15,15 @@
 namespace anvil::rl {
 namespace {
 
-// f32, bf16, or an FP8 recipe whose scales do not depend on the batch (per
-// block or per 32 values), so the rollout engine's log-probabilities are the
-// trainer's bit for bit: not fp8-tensor (a tensor's amax) nor fp8-delayed
-// (amax histories a post-training run does not keep).
+// Not fp8-tensor: its scales come from a tensor's amax over the whole
+// batch, so the rollout engine's log-probabilities could not be the
+// trainer's bit for bit. The other recipes' do not depend on the batch (per
+// block, per 32 values, or fp8-delayed's fixed for a step).
 Status CheckPrecision(model::Precision precision) {
-  if (precision != model::Precision::kF32 && precision != model::Precision::kBF16 &&
-      precision != model::Precision::kFp8Block && precision != model::Precision::kMxfp8) {
-    return InvalidArgument(fmt::format(
-        "post-training runs in f32, bf16, fp8-block or mxfp8 (FP8 recipes whose scales do not "
-        "depend on the batch), not {}",
-        model::PrecisionName(precision)));
+  if (precision == model::Precision::kFp8Tensor) {
+    return InvalidArgument(
+        "post-training runs in f32, bf16, fp8-block, mxfp8 or fp8-delayed (FP8 recipes whose "
+        "scales do not depend on the batch), not fp8-tensor");
   }
   return Status::Ok();
 }
@@ -124,7 +122,28 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
   reference->InitWeights(*policy.ctx, 0);  // zeroes the padding; the load overwrites every tensor
   RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, reference->params()));
   reference->RefreshBf16Weights(*policy.ctx);
+  if (model::Fp8DelayedScaling* delayed = reference->fp8_delayed()) {
+    RETURN_IF_ERROR(infer::RestoreDelayedScales(info.dir, delayed));
+  }
   return reference;
+}
+
+bool StartDelayedScales(model::Llama& model, const kernels::KernelCtx& ctx,
+                        std::span<const std::vector<int32_t>> prompts) {
+  model::Fp8DelayedScaling* delayed = model.fp8_delayed();
+  if (delayed == nullptr || model.forward_weights().ScalesFixed()) return false;
+  delayed->BeginStep();
+  std::vector<int32_t> targets;
+  for (const std::vector<int32_t>& p : prompts) {
+    // Each prompt's next tokens (the loss is not used; the amaxes are).
+    targets.assign(p.begin() + 1, p.end());
+    targets.push_back(model::kIgnoreIndex);
+    model.Forward(
+        ctx,
+        {.rows = 1, .seq_len = static_cast<int64_t>(p.size()), .tokens = p, .targets = targets});
+  }
+  delayed->EndStep();
+  return true;
 }
 
 std::unique_ptr<optim::AdamW> PolicyOptimizer(const Policy& policy,

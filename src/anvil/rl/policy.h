@@ -74,9 +74,18 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
 // precision (the reference of a KL penalty); the checkpoint must hold a
 // model of the policy's shape. Steps of up to `max_batch` rows. `lm_head`
 // false: a trunk without it (LlamaOptions::lm_head; PPO's separate critic).
+// fp8-delayed: with the checkpoint's amax histories, where it has them.
 Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoint,
                                                     const Policy& policy, int64_t max_batch,
                                                     bool lm_head = true);
+
+// fp8-delayed: amax histories for `model`'s forward tensors where it has
+// none yet (loaded from a checkpoint of another precision), from a recorded
+// forward of each of `prompts` alone, so every rank and every layout of a
+// run records the same amaxes; decoding then runs on fixed scales. Returns
+// whether it recorded (false: another precision, or histories already).
+bool StartDelayedScales(model::Llama& model, const kernels::KernelCtx& ctx,
+                        std::span<const std::vector<int32_t>> prompts);
 
 // The AdamW of a policy's parameters (weight decay on matrices only), for
 // `shard` of them (ZeRO-1: this rank's; the whole layout by default).

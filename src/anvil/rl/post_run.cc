@@ -346,6 +346,10 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
     if (!run_.init.empty())
       state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
     state += fmt::format(",\n  \"trainer_slots\": {}", trainer_slots_);
+    if (const model::Fp8DelayedScaling* delayed = policy_->llama->fp8_delayed()) {
+      // The amax histories and scales (infer::RestoreDelayedScales reads them).
+      state += ",\n  \"fp8_delayed\": " + nlohmann::json(delayed->Save()).dump();
+    }
     if (!extra_state_.empty()) state += ",\n  " + extra_state_;
     if (!extra_state.empty()) state += ",\n  " + extra_state;
     state += "\n}\n";

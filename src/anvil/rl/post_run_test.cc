@@ -342,6 +342,98 @@ TEST(PostRunTest, AsyncRolloutsAreOneStepStaleAndResumeBitwise) {
       << refused.status().ToString();
 }
 
+// The fp8-delayed value of RUN/step_<step>/state.json (the amax histories).
+nlohmann::json DelayedState(const std::string& run_dir, int64_t step) {
+  auto text = ReadFile(run_dir + "/step_" + std::to_string(step) + "/state.json");
+  EXPECT_TRUE(text.ok());
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  EXPECT_TRUE(j.contains("fp8_delayed")) << run_dir;
+  return j.value("fp8_delayed", nlohmann::json());
+}
+
+// fp8-delayed post-training: SFT records its amax histories and resumes
+// bitwise with them; RL from a checkpoint without histories (f32) starts
+// them from a forward of its first prompts, the policy's and the
+// reference's alike, and is then exactly on-policy (fixed scales a step),
+// its first KL to the reference 0, and a resume ends where one run does.
+TEST(PostRunTest, Fp8DelayedRunsAreExactlyOnPolicyAndResumeBitwise) {
+  data::testing::TempDir dir;
+  const auto delayed_sft = [] {
+    Config c = SftConfig();
+    EXPECT_TRUE(c.Set("sft.precision=fp8-delayed").ok());
+    return c;
+  };
+  const std::string sft_through = dir / "sft_through", sft_halves = dir / "sft_halves";
+  ASSERT_TRUE(RunSft(delayed_sft(), {.run_dir = sft_through}, {}).ok());
+  int64_t done = 0;
+  SftHooks sft_halfway{.run = {.stop_requested = StopAfter(done, 15)},
+                       .on_step = [&](const train::StepMetrics&) { ++done; }};
+  ASSERT_TRUE(RunSft(delayed_sft(), {.run_dir = sft_halves}, sft_halfway).ok());
+  auto sft_config = Config::FromFile(sft_halves + "/config.toml");
+  ASSERT_TRUE(sft_config.ok());
+  ASSERT_TRUE(RunSft(*sft_config, {.run_dir = sft_halves, .resume = true}, {}).ok());
+  EXPECT_EQ(State(sft_halves, 30), State(sft_through, 30));
+  EXPECT_EQ(DelayedState(sft_halves, 30), DelayedState(sft_through, 30));
+
+  const std::string f32_sft = dir / "f32_sft", through = dir / "through", halves = dir / "halves";
+  Config f32_sft_config = SftConfig();  // long enough for answers of some shape
+  ASSERT_TRUE(f32_sft_config.Set("sft.steps=100").ok());
+  ASSERT_TRUE(RunSft(f32_sft_config, {.run_dir = f32_sft}, {}).ok());
+  const auto delayed_rl = [&] {
+    Config c = RlConfig(f32_sft);
+    // A format reward: groups whose rewards differ from the first step on.
+    EXPECT_TRUE(c.Set("rl.precision=fp8-delayed").ok() && c.Set("rl.kl_coef=0.5").ok() &&
+                c.Set("rl.format_weight=0.5").ok());
+    return c;
+  };
+  std::vector<std::string> messages;
+  RlHooks listen{.run = {.on_message = [&](const std::string& m) { messages.push_back(m); }}};
+  ASSERT_TRUE(RunRl(delayed_rl(), {.run_dir = through}, listen).ok());
+  EXPECT_NE(std::find_if(messages.begin(), messages.end(),
+                         [](const std::string& m) {
+                           return m.find("amax histories start from") != std::string::npos;
+                         }),
+            messages.end());
+  std::vector<double> kl;
+  std::vector<int64_t> trained;
+  for (const nlohmann::json& line : MetricsLines(through)) {
+    if (!line.contains("max_logprob_diff")) continue;
+    EXPECT_EQ(line["max_logprob_diff"].get<double>(), 0.0) << line.dump();
+    EXPECT_EQ(line["rollout_kl"].get<double>(), 0.0) << line.dump();
+    trained.push_back(line["trained_tokens"].get<int64_t>());
+    kl.push_back(line["kl_reference"].get<double>());
+  }
+  ASSERT_EQ(kl.size(), 6u);
+  // Every step trains (the scales move after each), the first on the
+  // reference's weights and scales: its KL is 0 over trained tokens.
+  EXPECT_GT(*std::min_element(trained.begin(), trained.end()), 0);
+  EXPECT_EQ(kl[0], 0.0);  // the reference's scales are the starting policy's
+  EXPECT_GT(*std::max_element(kl.begin(), kl.end()), 0.0);
+  done = 0;
+  RlHooks rl_halfway{.run = {.stop_requested = StopAfter(done, 3)},
+                     .on_step = [&](const RlStepMetrics&) { ++done; }};
+  ASSERT_TRUE(RunRl(delayed_rl(), {.run_dir = halves}, rl_halfway).ok());
+  auto config = Config::FromFile(halves + "/config.toml");
+  ASSERT_TRUE(config.ok());
+  auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->first_step, 3);
+  EXPECT_EQ(State(halves, 6), State(through, 6));
+  EXPECT_EQ(DelayedState(halves, 6), DelayedState(through, 6));
+
+  // fp8-tensor's scales come from the batch; a separate critic would need
+  // histories of its own: both refused.
+  Config tensor = RlConfig(f32_sft);
+  ASSERT_TRUE(tensor.Set("rl.precision=fp8-tensor").ok());
+  EXPECT_FALSE(RunRl(tensor, {.run_dir = dir / "tensor"}, {}).ok());
+  Config critic = delayed_rl();
+  ASSERT_TRUE(critic.Set("rl.algorithm=ppo").ok() && critic.Set("rl.critic=separate").ok());
+  const auto refused = RunRl(critic, {.run_dir = dir / "critic"}, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fp8-delayed"), std::string::npos)
+      << refused.status().ToString();
+}
+
 // An FP8 recipe set in a post-training run's config (pre-training's
 // train.fp8_* keys) is the one it runs and records: an SFT run resumed
 // halfway ends where one run through does, its checkpoints name the recipe,

@@ -287,6 +287,11 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                    /*fresh=*/nullptr));
   if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
   const PostRunConfig& rc = run->config();
+  if (gc.critic == "separate" && rc.precision == model::Precision::kFp8Delayed) {
+    return Unimplemented(
+        "rl.critic = \"separate\" in fp8-delayed (the critic would need amax histories of its "
+        "own): use rl.critic = \"shared\", or fp8-block or mxfp8");
+  }
   if (gc.max_staleness == 1 && model::IsFp8(rc.precision)) {
     return Unimplemented(
         "asynchronous rollouts of an FP8 policy (their weight snapshot carries no recipe): set "
@@ -444,18 +449,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                updates == 1 ? "" : "s"));
   }
 
-  // The held-out accuracy at the start: measured now, or a resumed run's as
-  // its checkpoints recorded it.
-  std::optional<TaskEval> first_eval;
-  if (run->step() == 0) {
-    ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
-  } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
-    first_eval.emplace();
-    first_eval->accuracy = *a;
-  }
-  if (first_eval) {
-    run->SetExtraState(fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
-  }
   // Step s's problems: train-split problems [s * P, (s + 1) * P) from kFirstRlProblem.
   auto step_prompts = [&](int64_t s, std::vector<Problem>* problems) {
     std::vector<std::vector<int32_t>> prompts;
@@ -468,6 +461,29 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     return prompts;
   };
+  // fp8-delayed: a policy loaded without amax histories (a checkpoint of
+  // another precision) starts them from the first step's prompts, and the
+  // reference, frozen, keeps the init checkpoint's or starts them so too
+  // (the scales the policy had at step 0, in a resumed run as well).
+  if (StartDelayedScales(*policy.llama, ctx, step_prompts(0, nullptr)) && hooks.run.on_message) {
+    hooks.run.on_message(fmt::format(
+        "fp8-delayed: the amax histories start from a forward of the first step's {} prompts",
+        gc.prompts_per_step));
+  }
+  if (reference) StartDelayedScales(*reference, ctx, step_prompts(0, nullptr));
+
+  // The held-out accuracy at the start: measured now, or a resumed run's as
+  // its checkpoints recorded it.
+  std::optional<TaskEval> first_eval;
+  if (run->step() == 0) {
+    ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
+  } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
+    first_eval.emplace();
+    first_eval->accuracy = *a;
+  }
+  if (first_eval) {
+    run->SetExtraState(fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
+  }
   if (async && run->step() < rc.steps) {  // the first step's samples
     async->Start(step_prompts(run->step(), nullptr), run->step(), run->step() == 0 ? 0 : 1);
   }

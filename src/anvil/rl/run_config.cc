@@ -23,11 +23,11 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
   ASSIGN_OR_RETURN(c.threads, config.GetInt(p + "threads", c.threads));
   ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble(p + "max_minutes", c.max_minutes));
   ASSIGN_OR_RETURN(c.zero, config.GetInt(p + "zero", c.zero));
-  if (c.precision != model::Precision::kF32 && c.precision != model::Precision::kBF16 &&
-      c.precision != model::Precision::kFp8Block && c.precision != model::Precision::kMxfp8) {
+  if (c.precision == model::Precision::kFp8Tensor) {
     return InvalidArgument(fmt::format(
-        "{}precision = \"{}\": post-training runs in f32, bf16, fp8-block or mxfp8 (FP8 recipes "
-        "whose scales do not depend on the batch, so rollouts and the trainer agree bit for bit)",
+        "{}precision = \"{}\": post-training runs in f32, bf16, fp8-block, mxfp8 or fp8-delayed "
+        "(FP8 recipes whose scales do not depend on the batch, so rollouts and the trainer agree "
+        "bit for bit)",
         p, precision));
   }
   auto positive = [&](const char* key, int64_t v) -> Status {

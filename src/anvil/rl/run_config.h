@@ -19,7 +19,8 @@ struct PostRunConfig {
   std::string init;            // <section>.init: a checkpoint to start from ("": fresh, SFT only)
   int64_t steps = 1000;        // optimizer steps of the whole run
   int64_t seed = 1;            // weight init (fresh) and the rollouts' random streams
-  model::Precision precision = model::Precision::kF32;  // <section>.precision: f32 | bf16
+  model::Precision precision =
+      model::Precision::kF32;  // <section>.precision: f32 | bf16 | fp8-block | mxfp8 | fp8-delayed
   int64_t eval_every = 100;    // held-out accuracy every N steps (and at the start and end)
   int64_t eval_problems = 500; // held-out problems per evaluation
   int64_t eval_batch = 64;     // sequences decoded together while evaluating

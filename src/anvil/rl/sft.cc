@@ -141,6 +141,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     const float loss_scale =
         batch.counted > 0 ? static_cast<float>(1.0 / static_cast<double>(batch.counted)) : 0.0f;
     std::vector<double> loss_sums(static_cast<size_t>(slots.grad_accum()));
+    TrainerRanks::BeginDelayedStep(model);  // fp8-delayed: the step records its amaxes
     for (int i = 0; i < slots.grad_accum(); ++i) {
       const auto [a, b] = slots.SlotRows(0, batch_size, i * slots.size() + slots.rank());
       dp.BeginMicroBatch(i);
@@ -157,6 +158,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
       loss_sums[i] = model.ForwardBackward(ctx, view, loss_scale, step_hooks).loss_sum;
     }
     const std::span<const float> grads = dp.FinishReduction();
+    slots.EndDelayedStep(model);
     double loss_sum = 0;  // the slots' sums in slot order
     for (const double x : slots.AllSlots(loss_sums, 1)) loss_sum += x;
     model::LlamaParams& params = model.params();

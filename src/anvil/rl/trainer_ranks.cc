@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 
 #include "anvil/core/check.h"
 #include "anvil/profile/trace.h"
@@ -55,6 +57,19 @@ void TrainerRanks::GatherWeights(parallel::DataParallel& dp, model::Llama& model
   model::LlamaParams& params = model.params();
   dp.GatherWeights(params.weights());
   if (params.has_bf16()) model.RefreshBf16Weights(ctx);
+}
+
+void TrainerRanks::BeginDelayedStep(model::Llama& model) {
+  if (model::Fp8DelayedScaling* delayed = model.fp8_delayed()) delayed->BeginStep();
+}
+
+void TrainerRanks::EndDelayedStep(model::Llama& model) {
+  model::Fp8DelayedScaling* delayed = model.fp8_delayed();
+  if (delayed == nullptr) return;
+  std::span<float> amax = delayed->step_amax();
+  for (float& a : amax) a = std::isnan(a) ? std::numeric_limits<float>::infinity() : a;
+  if (size() > 1) group_.AllReduce(amax, comm::ReduceOp::kMax);
+  delayed->EndStep();
 }
 
 std::pair<int64_t, int64_t> TrainerRanks::SlotRows(int64_t r0, int64_t r1, int slot) const {

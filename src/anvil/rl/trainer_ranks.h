@@ -61,6 +61,12 @@ class TrainerRanks {
   // bf16 copy rewritten from them (a no-op at ZeRO-0).
   void GatherWeights(parallel::DataParallel& dp, model::Llama& model,
                      const kernels::KernelCtx& ctx);
+  // fp8-delayed, around a training step's forwards and backwards on `model`
+  // (a no-op in other precisions): Begin starts recording amaxes; End takes
+  // their max over the ranks (a NaN passed as +inf, which EndStep skips) so
+  // every rank keeps the same scales, and moves the scales to the next step.
+  static void BeginDelayedStep(model::Llama& model);
+  void EndDelayedStep(model::Llama& model);
 
   // Per-row values gathered: row k of `first.size() - 1` rows owns
   // values[first[k] - first[0], first[k + 1] - first[0]); this rank filled
