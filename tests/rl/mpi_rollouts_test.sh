@@ -2,7 +2,8 @@
 # Asynchronous rollouts on a rank of their own (mpirun -np 2: rank 0 trains,
 # rank 1 draws) give the run of one process drawing them on a thread, bit
 # for bit: every metric but the timings, the final weights and the rollout
-# snapshot; for GRPO in f32 and bf16 and for PPO with a stop string. A run
+# snapshot; for GRPO in f32, bf16, fp8-block and fp8-delayed and for PPO
+# with a stop string. A run
 # resumed under mpirun from its step-2 checkpoint ends where the
 # uninterrupted one does. Several trainer ranks (RL, and SFT) train as one
 # process with as many micro-batches (below). A rank on other kernels than trainer rank
@@ -107,6 +108,10 @@ pair() {  # pair NAME [sets...]: one process vs two ranks
 pair grpo
 pair bf16 --set rl.precision='"bf16"' --set comm.timeout_s=120
 pair ppo --set rl.algorithm='"ppo"' --set rl.stop='"\n"'
+# FP8: the rollout rank runs the policy's recipe (and fp8-delayed's scales,
+# sent with each snapshot).
+pair fp8 --set rl.precision='"fp8-block"'
+pair delayed --set rl.precision='"fp8-delayed"'
 grep -q "explained variance" "$work/ppo-2.log" || fail "ppo value lines"
 
 # Resumed under mpirun from step 2: the uninterrupted run's end.

@@ -10,9 +10,11 @@
 // for bit (the test recomputes them).
 //
 // The snapshot is a copy (the trainer updates the live weights while it is
-// read), a decode-only model::InferenceModel. A checkpoint holds it
-// (SaveSnapshot), so a resumed run draws its next step's samples from the
-// same weights again: bitwise the same run.
+// read), a decode-only model::InferenceModel in the policy's precision and
+// FP8 recipe; fp8-delayed's scales are copied with the weights (the scales
+// the step trains with). A checkpoint holds it (SaveSnapshot), so a resumed
+// run draws its next step's samples from the same weights again: bitwise
+// the same run.
 //
 // The same draws can come from a rank of their own instead of a thread
 // (remote_rollouts.h): RolloutsAhead is what the RL loop sees of either.
@@ -42,8 +44,8 @@ namespace anvil::rl {
 class RolloutsAhead {
  public:
   virtual ~RolloutsAhead() = default;
-  // Copies the policy's current weights into the snapshot. No draw may be
-  // in flight.
+  // Copies the policy's current weights (and fp8-delayed's scales) into the
+  // snapshot. No draw may be in flight.
   virtual void Snapshot(const model::Llama& policy) = 0;
   // Starts drawing step `step`'s samples of `prompts` from the snapshot; one
   // draw at a time. `staleness`: what Wait reports with them.
@@ -56,8 +58,8 @@ class RolloutsAhead {
   // its next decode step on a thread, once it is done on another rank.
   // Nothing in flight: nothing to do.
   virtual void Cancel() = 0;
-  // The snapshot's weights, one flat f32 file; Load needs a model of the
-  // same shape.
+  // The snapshot's weights, one flat f32 file (fp8-delayed's scales in its
+  // metadata); Load needs a model of the same shape and recipe.
   virtual Status SaveSnapshot(const std::string& path) const = 0;
   virtual Status LoadSnapshot(const std::string& path) = 0;
 };
@@ -65,22 +67,25 @@ class RolloutsAhead {
 // Drawn on a thread of this process.
 class AsyncRollouts final : public RolloutsAhead {
  public:
-  // A snapshot model of `policy`'s shape and precision, an engine over it
-  // with `options`, and a pool of `threads` threads (>= 1) for them;
-  // `quant` other than kNone samples through integer layers quantized from
-  // the snapshot (an f32 policy).
+  // A snapshot model of `policy`'s shape, precision and FP8 recipe, an
+  // engine over it with `options`, and a pool of `threads` threads (>= 1)
+  // for them; `quant` other than kNone samples through integer layers
+  // quantized from the snapshot (an f32 policy).
   AsyncRollouts(const Policy& policy, const infer::RolloutOptions& options,
                 model::WeightQuant quant, int threads);
-  // The same for a model of `config` in `precision` (f32 or bf16), its
-  // snapshot zero until SetSnapshot (a rollout rank's: remote_rollouts.h).
-  AsyncRollouts(const model::ModelConfig& config, model::Precision precision,
+  // The same for a model of `config` run as `forward` says, its snapshot
+  // zero until SetSnapshot (a rollout rank's: remote_rollouts.h).
+  AsyncRollouts(const model::ModelConfig& config, const model::ForwardOptions& forward,
                 const infer::RolloutOptions& options, model::WeightQuant quant, int threads);
   ~AsyncRollouts() override;  // cancels a draw in flight (Cancel)
 
   void Snapshot(const model::Llama& policy) override;
   // The snapshot's master weights written in place by `fill` (a file, a
-  // message), then their bf16 copy (bf16) refreshed; fill's error, if any.
-  Status SetSnapshot(const std::function<Status(std::span<float> weights)>& fill);
+  // message), then their bf16 copy (bf16) refreshed, and fp8-delayed's
+  // scales restored from `delayed` (Fp8DelayedScaling::Save's form); fill's
+  // error, or one naming scales that do not fit.
+  Status SetSnapshot(const std::function<Status(std::span<float> weights)>& fill,
+                     std::span<const double> delayed = {});
   void Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) override;
   bool in_flight() const override { return pending_.valid(); }
   Result<Rollouts> Wait() override;
@@ -102,8 +107,17 @@ class AsyncRollouts final : public RolloutsAhead {
   std::atomic<bool> cancel_{false};
 };
 
-// A snapshot's weights as one flat f32 file (a checkpoint's rollout snapshot).
-Status SaveSnapshotFile(const std::string& path, std::span<const float> weights);
-Status LoadSnapshotFile(const std::string& path, std::span<float> weights);
+// A snapshot's weights as one flat f32 file (a checkpoint's rollout
+// snapshot), with fp8-delayed's scales (`delayed`, when not empty) in its
+// metadata; Load fills `delayed`, when given, from a file that holds them
+// (an error naming the file when it does not).
+Status SaveSnapshotFile(const std::string& path, std::span<const float> weights,
+                        std::span<const double> delayed = {});
+Status LoadSnapshotFile(const std::string& path, std::span<float> weights,
+                        std::vector<double>* delayed = nullptr);
+// fp8-delayed's state of `policy` (Fp8DelayedScaling::Save; empty in other
+// precisions), and the options its forward runs with (precision and recipe).
+std::vector<double> DelayedState(const model::Llama& policy);
+model::ForwardOptions ForwardOptionsOf(const model::Llama& policy);
 
 }  // namespace anvil::rl

@@ -292,51 +292,63 @@ TEST(PostRunTest, PpoTrainsItsValueHeadAndResumesBitwise) {
 
 TEST(PostRunTest, AsyncRolloutsAreOneStepStaleAndResumeBitwise) {
   data::testing::TempDir dir;
-  const std::string sft = dir / "sft", through = dir / "through", halves = dir / "halves";
-  ASSERT_TRUE(RunSft(SftConfig(), {.run_dir = sft}, {}).ok());
   Config longer_sft = SftConfig();  // well-formed answers: rewards that differ in a group
   ASSERT_TRUE(longer_sft.Set("sft.steps=100").ok());
   ASSERT_TRUE(RunSft(longer_sft, {.run_dir = dir / "sft100"}, {}).ok());
-  auto async = [&] {
-    Config c = RlConfig(dir / "sft100");
-    EXPECT_TRUE(c.Set("rl.max_staleness=1").ok());
-    EXPECT_TRUE(c.Set("rl.threads=1").ok());
-    return c;
-  };
-  auto a = RunRl(async(), {.run_dir = through}, {});
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  std::vector<nlohmann::json> steps;
-  for (const nlohmann::json& line : MetricsLines(through)) {
-    if (line.contains("staleness")) steps.push_back(line);
-  }
-  ASSERT_EQ(steps.size(), 6u);
-  // Step 1 trains on samples of its own weights; the others on the weights
-  // one update before theirs, and the importance weights say so.
-  EXPECT_EQ(steps[0]["staleness"].get<int>(), 0);
-  EXPECT_EQ(steps[0]["max_logprob_diff"].get<double>(), 0.0);
-  EXPECT_EQ(steps[0]["tis_mean"].get<double>(), 1.0);
-  for (size_t i = 1; i < steps.size(); ++i) {
-    EXPECT_EQ(steps[i]["staleness"].get<int>(), 1);
-    EXPECT_GT(steps[i]["max_logprob_diff"].get<double>(), 0.0) << i;
-    EXPECT_NE(steps[i]["tis_mean"].get<double>(), 1.0) << i;
-  }
-  EXPECT_TRUE(std::filesystem::exists(through + "/step_3/rollout_snapshot.safetensors"));
+  // The snapshot runs the policy's precision and recipe (fp8-delayed: with
+  // the scales of the weights it copies, kept in the checkpoints too).
+  for (const char* precision : {"f32", "fp8-block", "fp8-delayed"}) {
+    SCOPED_TRACE(precision);
+    const std::string through = dir / (std::string("through-") + precision);
+    const std::string halves = dir / (std::string("halves-") + precision);
+    auto async = [&] {
+      Config c = RlConfig(dir / "sft100");
+      EXPECT_TRUE(c.Set("rl.max_staleness=1").ok());
+      EXPECT_TRUE(c.Set("rl.threads=1").ok());
+      EXPECT_TRUE(c.Set(std::string("rl.precision=") + precision).ok());
+      return c;
+    };
+    auto a = RunRl(async(), {.run_dir = through}, {});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    std::vector<nlohmann::json> steps;
+    for (const nlohmann::json& line : MetricsLines(through)) {
+      if (line.contains("staleness")) steps.push_back(line);
+    }
+    ASSERT_EQ(steps.size(), 6u);
+    // Step 1 trains on samples of its own weights; the others on the weights
+    // one update before theirs, and the importance weights say so.
+    EXPECT_EQ(steps[0]["staleness"].get<int>(), 0);
+    EXPECT_EQ(steps[0]["max_logprob_diff"].get<double>(), 0.0);
+    EXPECT_EQ(steps[0]["tis_mean"].get<double>(), 1.0);
+    for (size_t i = 1; i < steps.size(); ++i) {
+      EXPECT_EQ(steps[i]["staleness"].get<int>(), 1);
+      EXPECT_GT(steps[i]["max_logprob_diff"].get<double>(), 0.0) << i;
+      EXPECT_NE(steps[i]["tis_mean"].get<double>(), 1.0) << i;
+    }
+    EXPECT_TRUE(std::filesystem::exists(through + "/step_3/rollout_snapshot.safetensors"));
 
-  int64_t done = 0;
-  RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},
-                       .on_step = [&](const RlStepMetrics&) { ++done; }};
-  ASSERT_TRUE(RunRl(async(), {.run_dir = halves}, stop_halfway).ok());
-  auto config = Config::FromFile(halves + "/config.toml");
-  ASSERT_TRUE(config.ok());
-  auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
-  EXPECT_EQ(second->first_step, 3);
-  EXPECT_TRUE(State(halves, 6) == State(through, 6));
+    int64_t done = 0;
+    RlHooks stop_halfway{.run = {.stop_requested = StopAfter(done, 3)},
+                         .on_step = [&](const RlStepMetrics&) { ++done; }};
+    ASSERT_TRUE(RunRl(async(), {.run_dir = halves}, stop_halfway).ok());
+    auto config = Config::FromFile(halves + "/config.toml");
+    ASSERT_TRUE(config.ok());
+    auto second = RunRl(*config, {.run_dir = halves, .resume = true}, {});
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(second->first_step, 3);
+    EXPECT_TRUE(State(halves, 6) == State(through, 6));
+    const auto snapshot_a = ReadFile(halves + "/step_6/rollout_snapshot.safetensors");
+    const auto snapshot_b = ReadFile(through + "/step_6/rollout_snapshot.safetensors");
+    ASSERT_TRUE(snapshot_a.ok() && snapshot_b.ok());
+    EXPECT_TRUE(*snapshot_a == *snapshot_b);
+  }
 
   // A colocated run's folder resumed asynchronously (no snapshot): refused.
   const std::string colocated = dir / "colocated";
   ASSERT_TRUE(RunRl(RlConfig(dir / "sft100"), {.run_dir = colocated}, {}).ok());
-  const auto refused = RunRl(async(), {.run_dir = colocated, .resume = true}, {});
+  Config async = RlConfig(dir / "sft100");
+  ASSERT_TRUE(async.Set("rl.max_staleness=1").ok());
+  const auto refused = RunRl(async, {.run_dir = colocated, .resume = true}, {});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("rl.max_staleness"), std::string::npos)
       << refused.status().ToString();

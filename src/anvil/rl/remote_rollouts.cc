@@ -94,7 +94,7 @@ Result<std::vector<std::string>> ParseTokenTexts(const std::string& blob, int64_
 // The rollout rank's engine, as the trainer described it.
 struct Setup {
   model::ModelConfig config;
-  model::Precision precision = model::Precision::kF32;
+  model::ForwardOptions forward;  // precision and FP8 recipe
   model::WeightQuant quant = model::WeightQuant::kNone;
   int threads = 1;
   double timeout_s = 600;  // the watchdog's limit (comm.timeout_s)
@@ -103,12 +103,21 @@ struct Setup {
   std::string kernels;  // the trainer's (KernelCtx::BitsName): the rollout rank's must match
 };
 
-std::string SetupJson(const model::ModelConfig& config, model::Precision precision,
+std::string SetupJson(const model::ModelConfig& config, const model::ForwardOptions& forward,
                       const std::string& kernels, model::WeightQuant quant, int threads,
                       double timeout_s, const infer::RolloutOptions& o) {
   nlohmann::ordered_json j;
   j["model"] = nlohmann::json::parse(model::HfConfigJson(config));
-  j["precision"] = model::PrecisionName(precision);
+  j["precision"] = model::PrecisionName(forward.precision);
+  const model::Fp8Recipe& r = forward.fp8;  // its kind follows the precision
+  j["fp8"] = {{"forward", static_cast<int>(r.forward)},
+              {"grad", static_cast<int>(r.grad)},
+              {"mx_rule", static_cast<int>(r.mx_rule)},
+              {"decode", static_cast<int>(r.decode)},
+              {"amax_history", r.amax_history},
+              {"amax_most_recent", r.amax_most_recent},
+              {"high_precision_bf16", r.high_precision_bf16},
+              {"high_precision_layers", forward.fp8_high_precision_layers}};
   j["kernels"] = kernels;
   j["quant"] = model::WeightQuantName(quant);
   j["threads"] = threads;
@@ -133,7 +142,18 @@ Result<Setup> ParseSetup(const std::string& text, const std::string& token_texts
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     ASSIGN_OR_RETURN(s.config, model::ParseHfConfig(j.at("model").dump(), "rollout setup"));
-    ASSIGN_OR_RETURN(s.precision, model::ParsePrecision(j.at("precision").get<std::string>()));
+    ASSIGN_OR_RETURN(s.forward.precision,
+                     model::ParsePrecision(j.at("precision").get<std::string>()));
+    const nlohmann::json& f = j.at("fp8");
+    model::Fp8Recipe& r = s.forward.fp8;
+    r.forward = static_cast<kernels::Fp8Format>(f.at("forward").get<int>());
+    r.grad = static_cast<kernels::Fp8Format>(f.at("grad").get<int>());
+    r.mx_rule = static_cast<kernels::BlockScale>(f.at("mx_rule").get<int>());
+    r.decode = static_cast<kernels::Fp8Decode>(f.at("decode").get<int>());
+    r.amax_history = f.at("amax_history").get<int>();
+    r.amax_most_recent = f.at("amax_most_recent").get<bool>();
+    r.high_precision_bf16 = f.at("high_precision_bf16").get<bool>();
+    s.forward.fp8_high_precision_layers = f.at("high_precision_layers").get<int>();
     s.kernels = j.at("kernels").get<std::string>();
     ASSIGN_OR_RETURN(s.quant, model::ParseWeightQuant(j.at("quant").get<std::string>()));
     s.threads = j.at("threads").get<int>();
@@ -166,8 +186,8 @@ Result<Setup> ParseSetup(const std::string& text, const std::string& token_texts
 }  // namespace
 
 RemoteRollouts::RemoteRollouts(comm::Group& world, int rollout_rank,
-                               const infer::RolloutOptions& options, int64_t weights)
-    : world_(world), peer_(rollout_rank), options_(options), snapshot_(weights) {
+                               const infer::RolloutOptions& options, int64_t weights, bool delayed)
+    : world_(world), peer_(rollout_rank), options_(options), snapshot_(weights), delayed_(delayed) {
   options_.token_text = nullptr;  // only the rollout rank reads texts
   options_.linear = nullptr;
 }
@@ -179,16 +199,13 @@ Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& worl
                                                                int threads, double timeout_s) {
   CHECK(rollout_rank != world.rank() && rollout_rank >= 0 && rollout_rank < world.size())
       << "rollout rank " << rollout_rank;
-  const model::Precision precision = policy.llama->options().precision;
-  if (model::IsFp8(precision)) {
-    return Unimplemented("asynchronous rollouts of an FP8 policy are not implemented");
-  }
+  const model::ForwardOptions forward = ForwardOptionsOf(*policy.llama);
   if (options.linear != nullptr) {
     return InvalidArgument("rollouts on another rank quantize their own layers: pass `quant`");
   }
   const model::ModelConfig& config = policy.config;
   SendText(world, rollout_rank, kSetupTag,
-           SetupJson(config, precision, policy.Kernels(), quant, threads, timeout_s, options));
+           SetupJson(config, forward, policy.Kernels(), quant, threads, timeout_s, options));
   SendText(world, rollout_rank, kSetupTag,
            options.stop.empty() ? std::string() : TokenTexts(options, config.vocab_size));
   if (Status s = RecvStatus(world, rollout_rank, kSetupTag); !s.ok()) {
@@ -196,8 +213,9 @@ Result<std::unique_ptr<RemoteRollouts>> RemoteRollouts::Create(comm::Group& worl
   }
   comm::SetWatchdogTimeout(timeout_s);
   const std::span<const float> weights = policy.llama->params().weights();
-  std::unique_ptr<RemoteRollouts> r(
-      new RemoteRollouts(world, rollout_rank, options, static_cast<int64_t>(weights.size())));
+  std::unique_ptr<RemoteRollouts> r(new RemoteRollouts(world, rollout_rank, options,
+                                                       static_cast<int64_t>(weights.size()),
+                                                       policy.llama->fp8_delayed() != nullptr));
   r->Snapshot(*policy.llama);
   return r;
 }
@@ -213,6 +231,7 @@ void RemoteRollouts::Snapshot(const model::Llama& policy) {
   const std::span<const float> from = policy.params().weights();
   CHECK_EQ(from.size(), snapshot_.size());
   std::copy(from.begin(), from.end(), snapshot_.begin());
+  snapshot_delayed_ = DelayedState(policy);
 }
 
 void RemoteRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t step, int staleness) {
@@ -229,6 +248,9 @@ void RemoteRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t st
   sends_.push_back(world_.SendAsync(std::span<const int64_t>(header_), peer_, kDrawTag));
   sends_.push_back(world_.SendAsync(std::span<const int32_t>(prompt_words_), peer_, kDrawTag));
   sends_.push_back(world_.SendAsync(std::span<const float>(snapshot_), peer_, kDrawTag));
+  if (delayed_) {
+    sends_.push_back(world_.SendAsync(std::span<const double>(snapshot_delayed_), peer_, kDrawTag));
+  }
   in_flight_ = true;
 }
 
@@ -266,12 +288,19 @@ void RemoteRollouts::Cancel() {
 }
 
 Status RemoteRollouts::SaveSnapshot(const std::string& path) const {
-  return SaveSnapshotFile(path, snapshot_);
+  return SaveSnapshotFile(path, snapshot_, snapshot_delayed_);
 }
 
 Status RemoteRollouts::LoadSnapshot(const std::string& path) {
   CHECK(!in_flight_) << "a snapshot load while its rollouts are drawn";
-  return LoadSnapshotFile(path, snapshot_);
+  std::vector<double> delayed;
+  RETURN_IF_ERROR(LoadSnapshotFile(path, snapshot_, delayed_ ? &delayed : nullptr));
+  if (delayed_ && delayed.size() != snapshot_delayed_.size()) {
+    return DataLoss(fmt::format("{}: {} fp8-delayed values, the policy keeps {}", path,
+                                delayed.size(), snapshot_delayed_.size()));
+  }
+  snapshot_delayed_ = std::move(delayed);
+  return Status::Ok();
 }
 
 Status ServeRollouts(comm::Group& world, int trainer) {
@@ -285,11 +314,12 @@ Status ServeRollouts(comm::Group& world, int trainer) {
         return t >= 0 && static_cast<size_t>(t) < texts->size() ? (*texts)[t] : std::string("?");
       };
     }
-    draws = std::make_unique<AsyncRollouts>(setup->config, setup->precision, setup->options,
+    draws = std::make_unique<AsyncRollouts>(setup->config, setup->forward, setup->options,
                                             setup->quant, setup->threads);
     // Other kernels would give other log-probabilities than the trainer's
     // recomputation (contract 3): refuse rather than report a mismatch.
-    const std::string mine = draws->ctx().BitsName(setup->precision == model::Precision::kBF16);
+    const std::string mine =
+        draws->ctx().BitsName(model::RunsBf16Gemms(setup->forward.precision, setup->forward.fp8));
     if (mine != setup->kernels) {
       setup = InvalidArgument(fmt::format(
           "runs the {} kernels, the trainer {}: their log-probabilities would differ; run both "
@@ -308,11 +338,18 @@ Status ServeRollouts(comm::Group& world, int trainer) {
     CHECK_EQ(head[kCommand], kDraw) << "a rollout command from rank " << trainer;
     std::vector<int32_t> words(static_cast<size_t>(head[kPromptWords]));
     world.Recv(std::span<int32_t>(words), trainer, kDrawTag);
-    // The snapshot's weights, received in place.
-    const Status received = draws->SetSnapshot([&](std::span<float> weights) {
-      world.Recv(weights, trainer, kDrawTag);
-      return Status::Ok();
-    });
+    // The snapshot's weights, received in place, and fp8-delayed's scales.
+    std::vector<double> delayed;
+    if (const model::Fp8DelayedScaling* d = draws->snapshot().fp8_delayed()) {
+      delayed.resize(d->Save().size());
+    }
+    const Status received = draws->SetSnapshot(
+        [&](std::span<float> weights) {
+          world.Recv(weights, trainer, kDrawTag);
+          if (!delayed.empty()) world.Recv(std::span<double>(delayed), trainer, kDrawTag);
+          return Status::Ok();
+        },
+        delayed);
     CHECK(received.ok()) << received.ToString();
     std::vector<std::vector<int32_t>> prompts;
     for (size_t at = 0; at < words.size();) {

@@ -10,11 +10,12 @@
 // Messages on the world group, in order (each of a size the receiver knows
 // or was sent first; a draw's three sends are asynchronous, waited for in
 // Wait):
-//   setup   trainer -> rollout  what the engine needs (model shape, precision,
-//                               engine options, stop strings with the
-//                               tokens' text); answered with a status
+//   setup   trainer -> rollout  what the engine needs (model shape, precision
+//                               and FP8 recipe, engine options, stop strings
+//                               with the tokens' text); answered with a status
 //   draw    trainer -> rollout  step, staleness, prompts, the snapshot's f32
-//                               weights; answered with the samples or an error
+//                               weights (and fp8-delayed's scales); answered
+//                               with the samples or an error
 //   stop    trainer -> rollout  ends ServeRollouts (the trainer's destructor)
 // A draw cannot be interrupted: Cancel waits for the one in flight.
 #pragma once
@@ -36,8 +37,8 @@ namespace anvil::rl {
 class RemoteRollouts final : public RolloutsAhead {
  public:
   // Sets up rank `rollout_rank` of `world` (running ServeRollouts) to draw
-  // with `options` from snapshots of `policy` (f32 or bf16; `quant`: through
-  // integer layers), on `threads` threads there; the snapshot starts as the
+  // with `options` from snapshots of `policy` (in its precision and recipe;
+  // `quant`: through integer layers), on `threads` threads there; the snapshot starts as the
   // policy's weights. Both ranks' watchdogs then wait `timeout_s` for the
   // other (comm.timeout_s: longer than a training step with its evaluation
   // and checkpoint, and than a draw), and name it past that.
@@ -58,12 +59,14 @@ class RemoteRollouts final : public RolloutsAhead {
 
  private:
   RemoteRollouts(comm::Group& world, int rollout_rank, const infer::RolloutOptions& options,
-                 int64_t weights);
+                 int64_t weights, bool delayed);
 
   comm::Group& world_;
   int peer_;
   infer::RolloutOptions options_;  // the sampling and G the samples come with
   std::vector<float> snapshot_;
+  bool delayed_;                          // fp8-delayed: its scales travel with the weights
+  std::vector<double> snapshot_delayed_;  // those scales (Fp8DelayedScaling::Save)
   // The draw in flight's messages (sends complete before Wait returns).
   std::vector<int64_t> header_;
   std::vector<int32_t> prompt_words_;

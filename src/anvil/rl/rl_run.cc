@@ -292,11 +292,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
         "rl.critic = \"separate\" in fp8-delayed (the critic would need amax histories of its "
         "own): use rl.critic = \"shared\", or fp8-block or mxfp8");
   }
-  if (gc.max_staleness == 1 && model::IsFp8(rc.precision)) {
-    return Unimplemented(
-        "asynchronous rollouts of an FP8 policy (their weight snapshot carries no recipe): set "
-        "rl.max_staleness = 0");
-  }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
@@ -465,10 +460,13 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // another precision) starts them from the first step's prompts, and the
   // reference, frozen, keeps the init checkpoint's or starts them so too
   // (the scales the policy had at step 0, in a resumed run as well).
-  if (StartDelayedScales(*policy.llama, ctx, step_prompts(0, nullptr)) && hooks.run.on_message) {
-    hooks.run.on_message(fmt::format(
-        "fp8-delayed: the amax histories start from a forward of the first step's {} prompts",
-        gc.prompts_per_step));
+  if (StartDelayedScales(*policy.llama, ctx, step_prompts(0, nullptr))) {
+    if (async) async->Snapshot(*policy.llama);  // the first draw's scales
+    if (hooks.run.on_message) {
+      hooks.run.on_message(fmt::format(
+          "fp8-delayed: the amax histories start from a forward of the first step's {} prompts",
+          gc.prompts_per_step));
+    }
   }
   if (reference) StartDelayedScales(*reference, ctx, step_prompts(0, nullptr));
 
