@@ -32,8 +32,7 @@ grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy ch
 
 # The FP8 recipes whose scales do not depend on the batch (fp8-delayed's are
 # fixed for a step; from this f32 checkpoint its histories start from the
-# first prompts): the same exact parity every step; fp8-tensor is refused,
-# and fp8-delayed with a separate critic (it would need histories of its own).
+# first prompts): the same exact parity every step; fp8-tensor is refused.
 for recipe in fp8-block mxfp8 fp8-delayed; do
   "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-$recipe" --set task.digits=1 \
     --set rl.init="$work/sft" --set rl.steps=3 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
@@ -47,14 +46,6 @@ if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-tensor" 
   fail "rl ran fp8-tensor"
 fi
 grep -q "fp8-block, mxfp8 or fp8-delayed" "$work/rl-tensor.log" || { cat "$work/rl-tensor.log"; fail "fp8-tensor message"; }
-if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-delayed-critic" \
-    --set task.digits=1 --set rl.init="$work/sft" --set rl.precision='"fp8-delayed"' \
-    --set rl.algorithm='"ppo"' --set rl.critic='"separate"' > "$work/rl-delayed-critic.log" 2>&1
-then
-  fail "rl ran fp8-delayed with a separate critic"
-fi
-grep -q 'use rl.critic = "shared", or fp8-block or mxfp8' "$work/rl-delayed-critic.log" \
-  || { cat "$work/rl-delayed-critic.log"; fail "fp8-delayed critic message"; }
 
 "$anvil" generate --ckpt "$work/rl" --prompt "1+2=" --greedy --max-new 3 > "$work/gen.log" 2>&1 \
   || { cat "$work/gen.log"; fail "generate from the rl checkpoint"; }

@@ -154,8 +154,10 @@ dp_pair dp-zero 2 2 --set rl.max_staleness=0 --set rl.zero=1 --set rl.algorithm=
   --set rl.critic='"separate"'
 dp_pair dp-zero-rollout-rank 3 4 --set rl.grad_accum=2 --set rl.zero=1
 # fp8-delayed: the amaxes of every update are max-reduced over the ranks, so
-# their scales stay the one process's.
+# their scales stay the one process's (a separate critic's too).
 dp_pair dp-delayed 2 2 --set rl.max_staleness=0 --set rl.precision='"fp8-delayed"' --set rl.zero=1
+dp_pair dp-delayed-critic 2 2 --set rl.max_staleness=0 --set rl.precision='"fp8-delayed"' \
+  --set rl.algorithm='"ppo"' --set rl.critic='"separate"'
 for f in optimizer critic_optimizer; do
   for r in 00000 00001; do
     [ -s "$work/dp-zero-n/step_4/$f-$r-of-00002.safetensors" ] || fail "rl ZeRO-1: $f shard $r"

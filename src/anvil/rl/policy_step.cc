@@ -443,8 +443,10 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
         // The critic's own step: the value loss's gradient at its features
         // (it has no LM head), clipped on its own norm.
         model::LlamaParams& cp = critic.trunk->params();
+        TrainerRanks::BeginDelayedStep(*critic.trunk);  // fp8-delayed: its own histories
         const std::span<const float> critic_grads =
             backward_slots(*critic.trunk, *ranks.critic_dp(), /*values=*/true, r0, r1, vs);
+        ranks.EndDelayedStep(*critic.trunk);
         const double critic_norm = std::hypot(ranks.critic_dp()->GradNorm(critic_grads),
                                               optim::GlobalNorm(ctx.pool(), critic.head->grads()));
         const float critic_clip = optim::ClipScale(critic_norm, grad_clip);

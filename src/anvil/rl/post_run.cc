@@ -343,8 +343,9 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
         "{{\n  \"kind\": \"{}\",\n  \"step\": {},\n  \"seed\": {},\n  \"optimizer_step\": {},\n"
         "  \"task\": \"{}\"",
         kind_, step_, run_.seed, adamw_->step(), TaskName(run_.task.task));
-    if (!run_.init.empty())
+    if (!run_.init.empty()) {
       state += fmt::format(",\n  \"init\": {}", nlohmann::json(run_.init).dump());
+    }
     state += fmt::format(",\n  \"trainer_slots\": {}", trainer_slots_);
     if (const model::Fp8DelayedScaling* delayed = policy_->llama->fp8_delayed()) {
       // The amax histories and scales (infer::RestoreDelayedScales reads them).

@@ -287,11 +287,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                    /*fresh=*/nullptr));
   if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
   const PostRunConfig& rc = run->config();
-  if (gc.critic == "separate" && rc.precision == model::Precision::kFp8Delayed) {
-    return Unimplemented(
-        "rl.critic = \"separate\" in fp8-delayed (the critic would need amax histories of its "
-        "own): use rl.critic = \"shared\", or fp8-block or mxfp8");
-  }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
@@ -398,7 +393,15 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                        cp.size(), run->OptimizerShard(cp.size()));
     if (options.resume) {
       const std::string& dir = run->loaded_from();
-      Status loaded = LoadSnapshotFile(dir + "/" + kCriticFile, cp.weights());
+      // fp8-delayed: with the critic's own amax histories (in the file's metadata).
+      std::vector<double> delayed;
+      model::Fp8DelayedScaling* scales = critic_model->fp8_delayed();
+      Status loaded = LoadSnapshotFile(dir + "/" + kCriticFile, cp.weights(),
+                                       scales != nullptr ? &delayed : nullptr);
+      if (loaded.ok() && scales != nullptr && !scales->Restore(delayed)) {
+        loaded = DataLoss(
+            fmt::format("{}/{}: fp8-delayed scales that do not fit the critic", dir, kCriticFile));
+      }
       if (loaded.ok()) {
         const std::vector<std::string> moments = io::ShardFiles(dir, kCriticOptimizerPrefix);
         loaded =
@@ -416,7 +419,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     critic.trunk_adamw = critic_adamw.get();
     critic.trunk_lr_ratio = gc.critic_lr_ratio;
     run->SaveAlso([&](const std::string& dir) -> Status {
-      return SaveSnapshotFile(dir + "/" + kCriticFile, critic_model->params().weights());
+      return SaveSnapshotFile(dir + "/" + kCriticFile, critic_model->params().weights(),
+                              DelayedState(*critic_model));
     });
     run->SaveFromEveryRank([&](const std::string& dir, int rank, int ranks) -> Status {
       return critic_adamw->Save(dir + "/" + io::ShardFileName(kCriticOptimizerPrefix, rank, ranks));
@@ -469,6 +473,9 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
   }
   if (reference) StartDelayedScales(*reference, ctx, step_prompts(0, nullptr));
+  // A separate critic trains: its histories start so (or come from its
+  // checkpoint file) and then follow its own updates.
+  if (critic_model) StartDelayedScales(*critic_model, ctx, step_prompts(0, nullptr));
 
   // The held-out accuracy at the start: measured now, or a resumed run's as
   // its checkpoints recorded it.
