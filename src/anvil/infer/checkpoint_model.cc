@@ -100,9 +100,10 @@ namespace {
 // The folder, its config.json, threads and kernel context, and the options
 // of `precision` (an FP8 recipe's from the run's config.toml).
 Result<CheckpointModel> Open(const std::string& checkpoint, model::Precision precision, int threads,
-                             Config* run_fp8, model::ForwardOptions* options) {
+                             Config* run_fp8, model::ForwardOptions* options,
+                             io::CheckpointRead read) {
   CheckpointModel m;
-  ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint));
+  ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint, read));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
   m.pool = std::make_unique<ThreadPool>(threads);
   m.ctx = MakeModelCtx(*m.pool, m.config);
@@ -136,9 +137,10 @@ const model::ForwardWeights& CheckpointModel::forward_weights() const {
 
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
-                                            int64_t max_batch, Config* run_fp8) {
+                                            int64_t max_batch, Config* run_fp8,
+                                            io::CheckpointRead read) {
   model::ForwardOptions o;
-  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, run_fp8, &o));
+  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, run_fp8, &o, read));
   const model::LlamaOptions options{.precision = o.precision,
                                     .max_batch = max_batch,
                                     .max_seq_len = m.config.max_seq_len,
@@ -153,7 +155,8 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
                                            model::Precision precision, int threads) {
   model::ForwardOptions o;
-  ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, nullptr, &o));
+  ASSIGN_OR_RETURN(CheckpointModel m,
+                   Open(checkpoint, precision, threads, nullptr, &o, io::CheckpointRead::kModel));
   m.inference = std::make_unique<model::InferenceModel>(m.config, o, *m.ctx);
   RETURN_IF_ERROR(LoadWeights(m, m.inference->params(), m.inference->fp8_delayed()));
   return m;

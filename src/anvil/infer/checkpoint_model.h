@@ -49,11 +49,15 @@ Result<model::ForwardOptions> Fp8SettingsOf(Config& run, model::ForwardOptions o
 // `checkpoint`: a checkpoint folder, a run folder or its `latest` file;
 // `threads` 0: ANVIL_THREADS or all cores; steps of up to `max_batch` rows of
 // model.max_seq_len tokens. An FP8 precision runs the checkpoint's recipe,
-// with the settings `run_fp8` gives (a new run's own) over it.
+// with the settings `run_fp8` gives (a new run's own) over it. `read`: the
+// files whose checksums are verified (kAll for a resume that will also read
+// the optimizer state).
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
-                                            int64_t max_batch = 1, Config* run_fp8 = nullptr);
-// The same checkpoint as a decode-only model (no gradients, no activations).
+                                            int64_t max_batch = 1, Config* run_fp8 = nullptr,
+                                            io::CheckpointRead read = io::CheckpointRead::kModel);
+// The same checkpoint as a decode-only model (no gradients, no activations;
+// the optimizer state's checksums are not verified: it is not read).
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
                                            model::Precision precision, int threads);
 

@@ -68,10 +68,17 @@ struct CheckpointManifest {
 // (a step >= 0, file names without '/' that stay in the folder), not the files.
 Result<CheckpointManifest> ParseCheckpointManifest(std::string_view text, const std::string& path);
 
+// What OpenCheckpoint verifies: every listed file's checksum (a resume,
+// which reads them all), or the model's only (a load for inference or as a
+// new run's start reads no optimizer state, whose files are most of a
+// checkpoint's bytes: there only their sizes are checked).
+enum class CheckpointRead { kAll, kModel };
+
 // Resolves `path` to a checkpoint folder: a checkpoint folder itself, a run
 // folder (its `latest`), or a `latest` file. Then verifies the manifest: every
 // listed file present with its size and checksum (DataLoss naming the file).
-Result<CheckpointInfo> OpenCheckpoint(const std::string& path);
+Result<CheckpointInfo> OpenCheckpoint(const std::string& path,
+                                      CheckpointRead read = CheckpointRead::kAll);
 
 // The steps of the complete checkpoints in run_dir (step_<N>/ folders holding
 // a manifest), ascending.

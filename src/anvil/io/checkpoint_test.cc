@@ -96,6 +96,44 @@ TEST_F(CheckpointTest, CorruptFileIsNamed) {
   ASSERT_FALSE(missing.ok());
 }
 
+// A model load (CheckpointRead::kModel) skips the optimizer state's
+// checksums, which only a resume reads, but still checks its size; the
+// model's files are verified either way.
+TEST_F(CheckpointTest, ModelLoadsVerifyAllButTheOptimizerState) {
+  const auto save = [&](int64_t step) {
+    auto w = CheckpointWriter::Begin(run_, step);
+    EXPECT_TRUE(w.ok());
+    EXPECT_TRUE(WriteFileAtomic(w->Path("model.safetensors"), "weights").ok());
+    EXPECT_TRUE(WriteFileAtomic(w->Path("optimizer-00000-of-00002.safetensors"), "moments").ok());
+    auto committed = w->Commit();
+    EXPECT_TRUE(committed.ok());
+    return committed.ok() ? *committed : std::string();
+  };
+  const auto flip = [](const std::string& path) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1);
+    f.put('#');
+  };
+  const std::string model_flipped = save(5);
+  flip(model_flipped + "/model.safetensors");
+  const auto model = OpenCheckpoint(model_flipped, CheckpointRead::kModel);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("model.safetensors"), std::string::npos);
+
+  const std::string dir = save(4);
+  flip(dir + "/optimizer-00000-of-00002.safetensors");
+  EXPECT_TRUE(OpenCheckpoint(dir, CheckpointRead::kModel).ok());
+  const auto resume = OpenCheckpoint(dir, CheckpointRead::kAll);
+  ASSERT_FALSE(resume.ok());
+  EXPECT_NE(resume.status().message().find("optimizer-00000-of-00002"), std::string::npos);
+  {  // a truncated optimizer file: even a model load refuses
+    std::ofstream f(dir + "/optimizer-00000-of-00002.safetensors", std::ios::trunc);
+  }
+  const auto truncated = OpenCheckpoint(dir, CheckpointRead::kModel);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("bytes, the manifest says"), std::string::npos);
+}
+
 TEST_F(CheckpointTest, KeepLastN) {
   for (int s = 1; s <= 5; ++s) Save(s * 10, "x");
   ASSERT_TRUE(PruneCheckpoints(run_, 2).ok());

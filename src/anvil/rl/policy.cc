@@ -93,9 +93,10 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
                           std::string* dir_out) {
   RETURN_IF_ERROR(CheckPrecision(options.precision));
   if (options.max_batch < 1) return InvalidArgument("a policy needs max_batch >= 1");
-  ASSIGN_OR_RETURN(infer::CheckpointModel m,
-                   infer::LoadCheckpointModel(checkpoint, options.precision, options.threads,
-                                              options.max_batch, options.fp8_settings));
+  ASSIGN_OR_RETURN(
+      infer::CheckpointModel m,
+      infer::LoadCheckpointModel(checkpoint, options.precision, options.threads, options.max_batch,
+                                 options.fp8_settings, options.verify));
   ASSIGN_OR_RETURN(data::Tokenizer tokenizer, infer::CheckpointTokenizer(m.info.dir, ""));
   if (dir_out != nullptr) *dir_out = m.info.dir;
   return Policy{.config = m.config,
@@ -108,7 +109,8 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
 Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoint,
                                                     const Policy& policy, int64_t max_batch,
                                                     bool lm_head) {
-  ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(checkpoint));
+  ASSIGN_OR_RETURN(const io::CheckpointInfo info,
+                   io::OpenCheckpoint(checkpoint, io::CheckpointRead::kModel));
   ASSIGN_OR_RETURN(const model::ModelConfig config,
                    model::ReadHfConfig(info.dir + "/config.json"));
   if (model::HfConfigJson(config) != model::HfConfigJson(policy.config)) {

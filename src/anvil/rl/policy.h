@@ -22,6 +22,7 @@
 #include "anvil/core/status.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/data/tokenizer.h"
+#include "anvil/io/checkpoint.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/config.h"
 #include "anvil/model/llama.h"
@@ -57,6 +58,9 @@ struct PolicyOptions {
   // set the recipe, over a loaded checkpoint's; null: the checkpoint's, or
   // the defaults.
   Config* fp8_settings = nullptr;
+  // LoadPolicy's checksums: the model's files (a new run's start), or all
+  // (a resume, which also reads the optimizer state).
+  io::CheckpointRead verify = io::CheckpointRead::kModel;
 };
 
 // A policy with weights initialised from `seed` (LlamaParams::Init). The

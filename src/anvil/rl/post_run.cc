@@ -62,7 +62,8 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
       .precision = run_.precision,
       .max_batch = max_batch,
       .threads = static_cast<int>(run_.threads),
-      .fp8_settings = model::IsFp8(run_.precision) ? &config_ : nullptr};
+      .fp8_settings = model::IsFp8(run_.precision) ? &config_ : nullptr,
+      .verify = options_.resume ? io::CheckpointRead::kAll : io::CheckpointRead::kModel};
   const std::string latest = options_.run_dir + "/" + io::kLatestFile;
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));

@@ -16,7 +16,8 @@ namespace anvil::train {
 
 Result<ExportResult> ExportCheckpoint(const ExportOptions& options) {
   if (options.out.empty()) return InvalidArgument("no output folder given (--out)");
-  ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(options.checkpoint));
+  ASSIGN_OR_RETURN(const io::CheckpointInfo info,
+                   io::OpenCheckpoint(options.checkpoint, io::CheckpointRead::kModel));
   ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ReadHfConfig(info.dir + "/config.json"));
   std::string tokenizer;
   RETURN_IF_ERROR(infer::CheckpointTokenizer(info.dir, options.tokenizer, &tokenizer).status());
