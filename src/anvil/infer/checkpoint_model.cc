@@ -70,7 +70,11 @@ Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* de
     return DataLoss(fmt::format("{}: malformed: {}", path, e.what()));
   }
   if (!delayed->Restore(state)) {
-    return DataLoss(fmt::format("{}: fp8_delayed does not fit this model's delayed scaling", path));
+    return DataLoss(fmt::format(
+        "{}: fp8_delayed ({} values) does not fit this model's delayed scaling ({} tensors with "
+        "train.fp8_amax_history = {}: {} values); set the run's own history length",
+        path, state.size(), delayed->tensors(), delayed->history_len(),
+        static_cast<int64_t>(delayed->tensors()) * (3 + delayed->history_len())));
   }
   return Status::Ok();
 }

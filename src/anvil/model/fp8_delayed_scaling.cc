@@ -75,14 +75,16 @@ std::vector<double> Fp8DelayedScaling::Save() const {
 
 bool Fp8DelayedScaling::Restore(std::span<const double> state) {
   if (state.size() != static_cast<size_t>(tensors()) * (3 + history_len_)) return false;
+  // Checked whole before anything changes: a state that does not fit leaves this one as it was.
+  for (size_t at = 0; at < state.size(); at += 3 + history_len_) {
+    const double count = state[at + 1], pos = state[at + 2];
+    if (!(count >= 0 && count <= history_len_ && pos >= 0 && pos < history_len_)) return false;
+  }
   const double* s = state.data();
   for (int t = 0; t < tensors(); ++t) {
     scale_[t] = static_cast<float>(*s++);
     count_[t] = static_cast<int>(*s++);
     pos_[t] = static_cast<int>(*s++);
-    if (count_[t] < 0 || count_[t] > history_len_ || pos_[t] < 0 || pos_[t] >= history_len_) {
-      return false;
-    }
     for (int i = 0; i < history_len_; ++i) {
       history_[static_cast<size_t>(t) * history_len_ + i] = static_cast<float>(*s++);
     }

@@ -49,7 +49,8 @@ class Fp8DelayedScaling {
   void EndStep();
 
   // The whole state as floats (scales, histories, counts and positions), for
-  // checkpoints; Restore checks the length.
+  // checkpoints; Restore checks the length and the counts and positions, and
+  // leaves the state as it was when they do not fit.
   std::vector<double> Save() const;
   bool Restore(std::span<const double> state);
 

@@ -83,11 +83,12 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
                                                     const Policy& policy, int64_t max_batch,
                                                     bool lm_head = true);
 
-// fp8-delayed: amax histories for `model`'s forward tensors where it has
-// none yet (loaded from a checkpoint of another precision), from a recorded
-// forward of each of `prompts` alone, so every rank and every layout of a
-// run records the same amaxes; decoding then runs on fixed scales. Returns
-// whether it recorded (false: another precision, or histories already).
+// fp8-delayed: when some forward tensor of `model` has no amax history yet
+// (loaded from a checkpoint of another precision), one recorded step of a
+// forward of each of `prompts` alone (an entry in every forward tensor's
+// history), so every rank and every layout of a run records the same
+// amaxes; decoding then runs on fixed scales. Returns whether it recorded
+// (false: another precision, or every forward tensor had a history).
 bool StartDelayedScales(model::Llama& model, const kernels::KernelCtx& ctx,
                         std::span<const std::vector<int32_t>> prompts);
 

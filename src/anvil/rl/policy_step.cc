@@ -426,8 +426,9 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
           Slice(logp_old, k0, k1), Slice(ref, k0, k1), Slice(behaviour, k0, k1),
           Slice(advantage, k0, k1), loss_config, tw);
       ValueLossStats vs;
-      // fp8-delayed: the update's forwards run on the step's fixed scales
-      // (the rollout's), and their amaxes set the next update's.
+      // fp8-delayed: the update's forwards run on fixed scales (the first
+      // update's are the colocated rollout's), and their amaxes set the next
+      // update's.
       TrainerRanks::BeginDelayedStep(model);
       const std::span<const float> grads =
           backward_slots(model, ranks.policy_dp(), ppo && !separate, r0, r1, vs);

@@ -177,6 +177,19 @@ Status PostRun::CheckResumedRecipe() const {
     };
     return refuse("fp8_grad_format", format(ran.fp8.grad), format(o.fp8.grad));
   }
+  if (run_.precision == model::Precision::kFp8Delayed) {  // the histories it keeps
+    if (ran.fp8.amax_history != o.fp8.amax_history) {
+      return refuse("fp8_amax_history", std::to_string(ran.fp8.amax_history),
+                    std::to_string(o.fp8.amax_history));
+    }
+    if (ran.fp8.amax_most_recent != o.fp8.amax_most_recent) {
+      const auto reduction = [&quoted](bool recent) {
+        return quoted(recent ? "most_recent" : "max");
+      };
+      return refuse("fp8_amax_reduction", reduction(ran.fp8.amax_most_recent),
+                    reduction(o.fp8.amax_most_recent));
+    }
+  }
   return Status::Ok();
 }
 
@@ -361,7 +374,20 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
     }
   }
   RETURN_IF_ERROR(Agree(std::move(status), "writing a checkpoint"));
+  status = Status::Ok();
   if (writer()) {
+    // Every rank's shard is there before the manifest lists the folder.
+    for (int r = 0; r < ranks && status.ok(); ++r) {
+      const std::string shard = temp + "/" + io::ShardFileName("optimizer", r, ranks);
+      if (!std::filesystem::exists(shard)) {
+        status =
+            DataLoss(fmt::format("{}: trainer rank {}'s optimizer shard is missing (is {} "
+                                 "one folder for every rank?)",
+                                 shard, r, options_.run_dir));
+      }
+    }
+  }
+  if (writer() && status.ok()) {
     Result<std::string> committed = checkpoint->Commit();
     status = committed.ok()
                  ? io::PruneCheckpoints(options_.run_dir, static_cast<int>(run_.keep_checkpoints))

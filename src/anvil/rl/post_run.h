@@ -36,7 +36,8 @@ struct PostRunOptions {
   bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
   // The ranks that train together (rl/trainer_ranks.h; null: this process
   // alone). Rank 0 writes the run folder and decides when the run stops;
-  // the others load the same checkpoints and follow. All of them share the
+  // the others load the same checkpoints and follow (under <kind>.zero = 1
+  // each also writes its optimizer shard into them). All of them share the
   // held-out evaluation.
   comm::Group* trainers = nullptr;
 };
@@ -79,7 +80,8 @@ class PostRun {
   Policy& policy() { return *policy_; }
   optim::AdamW& adamw() { return *adamw_; }
   const std::string& run_dir() const { return options_.run_dir; }
-  // Whether this process writes the run folder and checkpoints (trainer rank 0).
+  // Whether this process writes the run folder and commits checkpoints
+  // (trainer rank 0; sharded, every rank writes its shard files).
   bool writer() const { return options_.trainers == nullptr || options_.trainers->rank() == 0; }
   int64_t step() const { return step_; }  // steps done
   int64_t first_step() const { return first_step_; }

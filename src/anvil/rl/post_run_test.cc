@@ -387,6 +387,23 @@ TEST(PostRunTest, Fp8DelayedRunsAreExactlyOnPolicyAndResumeBitwise) {
   ASSERT_TRUE(RunSft(*sft_config, {.run_dir = sft_halves, .resume = true}, {}).ok());
   EXPECT_EQ(State(sft_halves, 30), State(sft_through, 30));
   EXPECT_EQ(DelayedState(sft_halves, 30), DelayedState(sft_through, 30));
+  // A resume keeps the histories' length and reduction.
+  for (const char* change : {"train.fp8_amax_history=8", "train.fp8_amax_reduction=most_recent"}) {
+    Config c = *sft_config;
+    ASSERT_TRUE(c.Set(change).ok());
+    const auto refused = RunSft(c, {.run_dir = sft_halves, .resume = true}, {});
+    ASSERT_FALSE(refused.ok()) << change;
+    // (another length does not even fit the saved histories)
+    const std::string key(change, std::strchr(change, '='));
+    EXPECT_NE(refused.status().message().find(key), std::string::npos)
+        << refused.status().ToString();
+  }
+  // Stopped before its first step, a run still evaluates (on the histories
+  // its first prompts started) and saves.
+  SftHooks stop_at_once{.run = {.stop_requested = [] { return true; }}};
+  const auto early = RunSft(delayed_sft(), {.run_dir = dir / "sft_early"}, stop_at_once);
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  EXPECT_EQ(early->steps_done, 0);
 
   const std::string f32_sft = dir / "f32_sft", through = dir / "through", halves = dir / "halves";
   Config f32_sft_config = SftConfig();  // long enough for answers of some shape

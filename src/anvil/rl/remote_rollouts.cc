@@ -350,7 +350,10 @@ Status ServeRollouts(comm::Group& world, int trainer) {
           return Status::Ok();
         },
         delayed);
-    CHECK(received.ok()) << received.ToString();
+    if (!received.ok()) {  // scales that do not fit: the trainer reports it and ends the run
+      SendStatus(world, trainer, kReplyTag, received);
+      continue;
+    }
     std::vector<std::vector<int32_t>> prompts;
     for (size_t at = 0; at < words.size();) {
       const auto n = static_cast<size_t>(words[at++]);

@@ -8,8 +8,7 @@
 // checkpoints hold it and a resumed run draws the same samples again.
 //
 // Messages on the world group, in order (each of a size the receiver knows
-// or was sent first; a draw's three sends are asynchronous, waited for in
-// Wait):
+// or was sent first; a draw's sends are asynchronous, waited for in Wait):
 //   setup   trainer -> rollout  what the engine needs (model shape, precision
 //                               and FP8 recipe, engine options, stop strings
 //                               with the tokens' text); answered with a status

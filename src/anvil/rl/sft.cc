@@ -122,6 +122,17 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     comm::SetWatchdogTimeout(comm_timeout_s);
     RETURN_IF_ERROR(CheckSameKernels(*trainers, policy.Kernels()));
   }
+  // fp8-delayed from a checkpoint without amax histories (or fresh): they
+  // start from the first step's prompts, so anything decoding before the
+  // first update (an evaluation after an early stop) runs on fixed scales.
+  {
+    std::vector<std::vector<int32_t>> first;
+    for (int64_t r = 0; r < batch_size && model.fp8_delayed() != nullptr; ++r) {
+      const Problem p = MakeProblem(rc.task, Split::kTrain, static_cast<uint64_t>(r));
+      first.push_back(policy.PromptTokens(p.prompt));
+    }
+    StartDelayedScales(model, ctx, first);
+  }
   TrainerRanks slots(*trainers, static_cast<int>(grad_accum), run->sharded() ? 1 : 0, model,
                      nullptr, ctx.pool());
   parallel::DataParallel& dp = slots.policy_dp();
