@@ -55,6 +55,11 @@ class SafetensorsFile {
                           const std::vector<int64_t>& shape) const;
 
  private:
+  // A file of `header_text` (the JSON header) and `data` (the data
+  // section), validated.
+  static Result<SafetensorsFile> FromParts(std::string_view header_text, AlignedBuffer data,
+                                           const std::string& path);
+
   std::string path_;
   // The data section, copied to aligned memory: the header length need not be
   // a multiple of 8, and typed reads of the tensors need aligned addresses.
