@@ -114,15 +114,20 @@ pair fp8 --set rl.precision='"fp8-block"'
 pair delayed --set rl.precision='"fp8-delayed"'
 grep -q "explained variance" "$work/ppo-2.log" || fail "ppo value lines"
 
-# Resumed under mpirun from step 2: the uninterrupted run's end.
-cp -r "$work/grpo-2" "$work/resumed"
-rm -rf "$work/resumed/step_4"
-echo step_2 > "$work/resumed/latest"
-/usr/bin/python3 -c "
+# at_step_2 RUN COPY: COPY is RUN as it stood at its step-2 checkpoint.
+at_step_2() {
+  cp -r "$1" "$2"
+  rm -rf "$2/step_4"
+  echo step_2 > "$2/latest"
+  /usr/bin/python3 -c "
 import json, sys
 p = sys.argv[1]
 keep = [l for l in open(p) if json.loads(l).get('step', 0) <= 2]
-open(p, 'w').writelines(keep)" "$work/resumed/metrics.jsonl"
+open(p, 'w').writelines(keep)" "$2/metrics.jsonl"
+}
+
+# Resumed under mpirun from step 2: the uninterrupted run's end.
+at_step_2 "$work/grpo-2" "$work/resumed"
 mpi 2 rl --resume "$work/resumed" > "$work/resumed.log" 2>&1 \
   || { cat "$work/resumed.log"; fail "resume on two ranks"; }
 same "$work/grpo-1" "$work/resumed"
@@ -191,23 +196,14 @@ EOF
 one_slot dp-colocated --set rl.max_staleness=0
 one_slot dp-ppo --set rl.max_staleness=0 --set rl.algorithm='"ppo"'
 # A resume on another count of slots runs, and says its bits part.
-cp -r "$work/dp-colocated-n" "$work/dp-resumed"
-rm -rf "$work/dp-resumed/step_4"
-echo step_2 > "$work/dp-resumed/latest"
+at_step_2 "$work/dp-colocated-n" "$work/dp-resumed"
 "$anvil" rl --resume "$work/dp-resumed" > "$work/dp-resumed.log" 2>&1 \
   || { cat "$work/dp-resumed.log"; fail "resume on one process"; }
 grep -q "folded over 2 slots, now 1" "$work/dp-resumed.log" \
   || { cat "$work/dp-resumed.log"; fail "slots note"; }
 # A ZeRO-1 run resumed on its two ranks from its sharded step-2 checkpoint
 # ends where it did uninterrupted.
-cp -r "$work/dp-zero-n" "$work/dp-zero-resumed"
-rm -rf "$work/dp-zero-resumed/step_4"
-echo step_2 > "$work/dp-zero-resumed/latest"
-/usr/bin/python3 -c "
-import json, sys
-p = sys.argv[1]
-keep = [l for l in open(p) if json.loads(l).get('step', 0) <= 2]
-open(p, 'w').writelines(keep)" "$work/dp-zero-resumed/metrics.jsonl"
+at_step_2 "$work/dp-zero-n" "$work/dp-zero-resumed"
 mpi 2 rl --resume "$work/dp-zero-resumed" > "$work/dp-zero-resumed.log" 2>&1 \
   || { cat "$work/dp-zero-resumed.log"; fail "ZeRO-1 resume on two ranks"; }
 same "$work/dp-zero-n" "$work/dp-zero-resumed"
