@@ -61,7 +61,28 @@ struct AttentionIn {
   // keys lies in one page and the order, and the bits, do not change.
   const void* const* pages = nullptr;
   int64_t page_rows = 0;
+  // Head blocks (AttentionDecode's caches only): each kAttentionKvBlock rows,
+  // counted from row 0 (or from a page's first row), hold their elements
+  // head by head in the extent the rows would take: a K cache's keys
+  // transposed, [HD][block] (HeadBlockKey), a V cache's values as rows,
+  // [block][HD] (HeadBlockValue). A decode tile then reads one head's keys
+  // and values of a block as one run of memory (rows would give it a sliver
+  // of every row of heads x HD), and the keys as vectors without a transpose
+  // at every call. The row stride must be dense (heads x HD), and the cache
+  // (or page) must extend to its last block's end.
+  bool head_blocks = false;
 };
+
+// Where element (t, h, d) of a cache in head blocks of `heads` heads lies, in
+// elements from the cache's (or the page's) first row, t counted from there.
+inline int64_t HeadBlockKey(int64_t t, int64_t h, int64_t d, int64_t heads, int64_t hd) {
+  constexpr int64_t b = kAttentionKvBlock;
+  return (t / b) * b * heads * hd + (h * hd + d) * b + t % b;
+}
+inline int64_t HeadBlockValue(int64_t t, int64_t h, int64_t d, int64_t heads, int64_t hd) {
+  constexpr int64_t b = kAttentionKvBlock;
+  return (t / b) * b * heads * hd + (h * b + t % b) * hd + d;
+}
 
 struct AttentionOut {
   void* data = nullptr;

@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "anvil/core/aligned_buffer.h"
@@ -102,6 +103,47 @@ void BM_AttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{1024, 16384}, {0, 1}, {kHeads, 4}})
     ->UseRealTime();
+
+// A decode step of a batch, the rollout engine's shape: range(0) sequences of
+// range(1) cached positions each (one new row apiece) in one call, bf16, 8
+// heads on 4 kv heads (the small model's); range(2): caches in head blocks
+// (as the decoder keeps them) or rows; range(3): caches of that many layers, one
+// call a layer in turn (48: 96 MB at 64 positions, so each call's K/V come
+// from DRAM, as in a rollout, where the weights stream between calls; 1: the
+// caches stay in L2/L3). The caches are carved from one buffer (huge pages),
+// as the decoder's are, each sequence's extending to its last block's end.
+void BM_AttentionDecodeBatch(benchmark::State& state) {
+  const int64_t layers = state.range(3);
+  const int64_t seqs = state.range(0) * layers, len = state.range(1);
+  const bool head_blocks = state.range(2) != 0;
+  const AttentionDims dims{8, 4, kHeadDim, AttentionMask::kCausal, 0.0f};
+  const KernelCtx ctx(Pool(), BestIsa(), AttentionScratchBytes(dims));
+  const int64_t q_row = 8 * kHeadDim, kv_row = 4 * kHeadDim;
+  Buffer q(seqs * q_row, true), out(seqs * q_row, true);
+  const int64_t cache = (len + kAttentionKvBlock - 1) / kAttentionKvBlock * kAttentionKvBlock *
+                        kv_row;  // a sequence's K (or V) elements
+  Buffer k(seqs * cache, true), v(seqs * cache, true);
+  std::vector<AttentionDecodeRun> runs;
+  for (int64_t s = 0; s < seqs; ++s) {
+    const BF16* ks = reinterpret_cast<const BF16*>(k.buf.data()) + s * cache;
+    const BF16* vs = reinterpret_cast<const BF16*>(v.buf.data()) + s * cache;
+    runs.push_back({.pos = len - 1,
+                    .n = 1,
+                    .q = {reinterpret_cast<const BF16*>(q.buf.data()) + s * q_row, DType::kBF16, 0},
+                    .k_cache = {ks, DType::kBF16, 0, nullptr, 0, head_blocks},
+                    .v_cache = {vs, DType::kBF16, 0, nullptr, 0, head_blocks},
+                    .out = {reinterpret_cast<BF16*>(out.buf.data()) + s * q_row, DType::kBF16, 0}});
+  }
+  const int64_t per_layer = state.range(0);
+  int64_t layer = 0;
+  for (auto _ : state) {
+    AttentionDecodeBatch(ctx, dims, std::span(runs).subspan(layer * per_layer, per_layer));
+    layer = (layer + 1) % layers;
+  }
+  state.counters["KV GB/s"] = benchmark::Counter(2.0 * per_layer * len * kv_row * 2 * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionDecodeBatch)->ArgsProduct({{32}, {64, 96}, {0, 1}, {1, 48}})->UseRealTime();
 
 }  // namespace
 }  // namespace anvil::kernels

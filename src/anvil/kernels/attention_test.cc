@@ -626,6 +626,81 @@ TEST(AttentionDecode, PagedCacheSameBits) {
   }
 }
 
+// Caches in head blocks (K transposed, V as rows, each block's heads one
+// after another), contiguous or paged, give the row caches' bits: decode
+// tiles (a few rows, read in place) and forward tiles (40 rows x GQA 2,
+// staged) alike, f32 and bf16, around block ends.
+TEST(AttentionDecode, HeadBlocksSameBits) {
+  for (Isa isa : Tiers()) {
+    for (const bool bf16 : {false, true}) {
+      const int nh = 4, nkv = 2, hd = 64;
+      const int64_t rows = 200, blocks_rows = 256;  // whole blocks
+      const Problem p = MakeProblem({rows}, nh, nkv, hd, true, bf16, 8, 23);
+      const size_t es = bf16 ? 2 : 4;
+      const int64_t row = int64_t{nkv} * hd;
+      // The caches as rows (dense), and in head blocks.
+      std::vector<char> kr(rows * row * es), vr(rows * row * es);
+      std::vector<char> kb(blocks_rows * row * es, 0), vb(blocks_rows * row * es, 0);
+      for (int64_t t = 0; t < rows; ++t) {
+        const char* k = static_cast<const char*>(p.In('k').data) + t * p.stride * es;
+        const char* v = static_cast<const char*>(p.In('v').data) + t * p.stride * es;
+        std::memcpy(kr.data() + t * row * es, k, row * es);
+        std::memcpy(vr.data() + t * row * es, v, row * es);
+        for (int h = 0; h < nkv; ++h) {
+          for (int d = 0; d < hd; ++d) {
+            const int64_t i = int64_t{h} * hd + d;
+            std::memcpy(kb.data() + HeadBlockKey(t, h, d, nkv, hd) * es, k + i * es, es);
+            std::memcpy(vb.data() + HeadBlockValue(t, h, d, nkv, hd) * es, v + i * es, es);
+          }
+        }
+      }
+      const DType dt = p.In('k').dtype;
+      // Pages of 128 rows, in reverse order of memory.
+      std::vector<char> kb2(kb.size()), vb2(vb.size());
+      std::memcpy(kb2.data(), kb.data() + 128 * row * es, 128 * row * es);
+      std::memcpy(kb2.data() + 128 * row * es, kb.data(), 128 * row * es);
+      std::memcpy(vb2.data(), vb.data() + 128 * row * es, 128 * row * es);
+      std::memcpy(vb2.data() + 128 * row * es, vb.data(), 128 * row * es);
+      const std::vector<const void*> kswap = {kb2.data() + 128 * row * es, kb2.data()};
+      const std::vector<const void*> vswap = {vb2.data() + 128 * row * es, vb2.data()};
+      for (const auto& [pos, n] : {std::pair<int64_t, int64_t>{0, 1},
+                                   {31, 1},
+                                   {63, 1},
+                                   {64, 2},
+                                   {95, 1},
+                                   {127, 3},
+                                   {150, 40},
+                                   {199, 1}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << IsaName(isa) << " bf16=" << bf16 << " pos " << pos << " n " << n);
+        const AttentionIn q{static_cast<const char*>(p.In('q').data) + pos * p.stride * es, dt,
+                            p.stride};
+        auto run = [&](const AttentionIn& k, const AttentionIn& v) {
+          std::vector<float> out(n * nh * hd), lse(nh * n);
+          std::vector<BF16> out16(out.size());
+          const AttentionOut o = bf16 ? AttentionOut{out16.data(), DType::kBF16, 0}
+                                      : AttentionOut{out.data(), DType::kF32, 0};
+          AttentionDecode(Ctx(isa, 2), p.dims, pos, n, q, k, v, o, lse.data());
+          if (bf16) {
+            for (size_t i = 0; i < out.size(); ++i) out[i] = ToFloat(out16[i]);
+          }
+          out.insert(out.end(), lse.begin(), lse.end());
+          return out;
+        };
+        const std::vector<float> want = run({kr.data(), dt, 0}, {vr.data(), dt, 0});
+        EXPECT_TRUE(SameBits(
+            run({kb.data(), dt, 0, nullptr, 0, true}, {vb.data(), dt, 0, nullptr, 0, true}), want));
+        EXPECT_TRUE(SameBits(run({nullptr, dt, 0, kswap.data(), 128, true},
+                                 {nullptr, dt, 0, vswap.data(), 128, true}),
+                             want));
+        // Head-block keys with row values, and the other way round.
+        EXPECT_TRUE(SameBits(run({kb.data(), dt, 0, nullptr, 0, true}, {vr.data(), dt, 0}), want));
+        EXPECT_TRUE(SameBits(run({kr.data(), dt, 0}, {vb.data(), dt, 0, nullptr, 0, true}), want));
+      }
+    }
+  }
+}
+
 // Long sequences use 128-row query tiles (fewer passes over K/V). A row's
 // arithmetic does not depend on the tile, so the results are bitwise those of
 // 64-row tiles (backward too: dK/dV/dQ take the same terms in the same order;

@@ -36,7 +36,10 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
   const size_t elem = bf16 ? sizeof(BF16) : sizeof(float);
   elem_ = elem;
   if (paging.page_rows == 0) {
-    cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * max_len * model.shape.kv() * elem);
+    // Whole head blocks: a sequence's last block spans all its rows.
+    constexpr int64_t kBlock = kernels::kAttentionKvBlock;
+    cache_len_ = (max_len + kBlock - 1) / kBlock * kBlock;
+    cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * cache_len_ * model.shape.kv() * elem);
   } else {
     CHECK(paging.page_rows > 0 && paging.page_rows % kernels::kAttentionKvBlock == 0)
         << "page_rows " << paging.page_rows << " must be a multiple of "
@@ -108,7 +111,7 @@ template <typename A>
 A* Decoder::Cache(int layer, int kv, int64_t seq) {
   const int64_t row = fw_.shape.kv();
   return reinterpret_cast<A*>(cache_.data()) +
-         (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * max_len_) * row;
+         (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * cache_len_) * row;
 }
 
 std::byte* Decoder::Page(int32_t page, int layer, int kv) {
@@ -126,16 +129,31 @@ A* Decoder::CacheRow(int layer, int kv, int64_t seq, int64_t pos) {
 }
 
 template <typename A>
+void Decoder::WriteKv(int layer, int64_t seq, int64_t pos, const A* k, const A* v) {
+  // The rows' block: its first row's place, in either layout (a block never
+  // straddles pages). Key element i = h * HD + d at i * kBc + pos % kBc
+  // (kernels::HeadBlockKey), head h's value row at (h * kBc + pos % kBc) * HD.
+  constexpr int64_t kBc = kernels::kAttentionKvBlock;
+  const int64_t hd = fw_.shape.head_dim, heads = fw_.shape.kv_heads, t = pos % kBc;
+  A* keys = CacheRow<A>(layer, 0, seq, pos - t);
+  A* values = CacheRow<A>(layer, 1, seq, pos - t);
+  for (int64_t i = 0; i < heads * hd; ++i) keys[i * kBc + t] = k[i];
+  for (int64_t h = 0; h < heads; ++h) {
+    std::memcpy(values + (h * kBc + t) * hd, v + h * hd, hd * sizeof(A));
+  }
+}
+
+template <typename A>
 kernels::AttentionIn Decoder::CacheIn(int layer, int kv, int64_t seq) {
   constexpr DType dt = kActDType<A>;
   const int64_t row = fw_.shape.kv();
-  if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row};
+  if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row, nullptr, 0, true};
   std::vector<const void*>& ptrs = page_ptrs_[kv];  // capacity reserved: no allocation
   const size_t first = ptrs.size();
   // Within the capacity, so the step's earlier runs keep their tables.
   CHECK_LE(first + tables_[seq].size(), ptrs.capacity()) << "decoder: page tables overflow";
   for (const int32_t page : tables_[seq]) ptrs.push_back(Page(page, layer, kv));
-  return {nullptr, dt, row, ptrs.data() + first, page_rows_};
+  return {nullptr, dt, row, ptrs.data() + first, page_rows_, true};
 }
 
 void Decoder::ReleasePages(int64_t seq) {
@@ -242,9 +260,7 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
     for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
       const A* src = s.attn.qkv + r * qkv + q_cols;
-      std::memcpy(CacheRow<A>(l, 0, row_seq_[r], positions_[r]), src, kv_cols * sizeof(A));
-      std::memcpy(CacheRow<A>(l, 1, row_seq_[r], positions_[r]), src + kv_cols,
-                  kv_cols * sizeof(A));
+      WriteKv<A>(l, row_seq_[r], positions_[r], src, src + kv_cols);
     }
     // A run of rows of a sequence each, all in one parallel region.
     decode_runs_.clear();

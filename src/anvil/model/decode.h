@@ -103,11 +103,14 @@ class Decoder {
   void Dispatch(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
                 float* logits, std::span<const int64_t> head_rows = {});
   template <typename A>
-  A* Cache(int layer, int kv, int64_t seq);  // [max_len, NKV*HD] (contiguous)
+  A* Cache(int layer, int kv, int64_t seq);  // [cache_len_, NKV*HD] (contiguous)
   // Where position `pos` of `seq` lives (either layout).
   template <typename A>
   A* CacheRow(int layer, int kv, int64_t seq, int64_t pos);
-  // The kernel's view of a sequence's cache. Paged: appends the sequence's
+  // Position `pos` of `seq`: its new key and value rows into the cache.
+  template <typename A>
+  void WriteKv(int layer, int64_t seq, int64_t pos, const A* k, const A* v);
+  // The kernel's view of a sequence's cache, in head blocks. Paged: appends the sequence's
   // page table to page_ptrs_[kv] (cleared for each layer's attention) and
   // points into it.
   template <typename A>
@@ -126,7 +129,11 @@ class Decoder {
   std::vector<int32_t> positions_;  // [R]
   std::vector<int32_t> prefill_tokens_;   // Prefill's rows, all prompts
   std::vector<int64_t> prefill_last_;     // the row of each prompt's last token
-  AlignedBuffer cache_;             // contiguous: [L, 2, S, max_len, NKV*HD] of A
+  // Contiguous: [L, 2, S, cache_len_, NKV*HD] of A, max_len rounded up to
+  // whole blocks; each block of K and V in head blocks
+  // (kernels::AttentionIn::head_blocks), as are the pages'.
+  AlignedBuffer cache_;
+  int64_t cache_len_ = 0;
   // Paged: cache_ is [pages, L, 2, page_rows, NKV*HD]; each sequence's
   // pages in position order, each page's sharers, the free ones.
   int64_t page_rows_ = 0;

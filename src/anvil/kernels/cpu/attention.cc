@@ -54,7 +54,7 @@ size_t BwdScratchBytes(int hd) {
 
 size_t DecodeScratchBytes(int hd) {
   return 2 * FloatsBytes(int64_t{attention_internal::kDecodeRows} * hd) +
-         3 * FloatsBytes(int64_t{kBc} * hd) + FloatsBytes(kBc);
+         2 * FloatsBytes(int64_t{kBc} * hd) + FloatsBytes(2 * kBc);
 }
 
 // Hands out consecutive float arrays from a thread's scratch.
@@ -90,8 +90,7 @@ DecodeScratch CarveDecode(const KernelCtx& ctx, int t, int hd) {
   s.o = c.Take(int64_t{attention_internal::kDecodeRows} * hd);
   s.kt = c.Take(int64_t{hd} * kBc);
   s.kf = c.Take(int64_t{kBc} * hd);
-  s.vf = c.Take(int64_t{kBc} * hd);
-  s.p = c.Take(kBc);
+  s.p = c.Take(2 * kBc);
   return s;
 }
 
@@ -157,6 +156,14 @@ int64_t CheckOperand(const char* name, const void* data, DType dtype, int64_t ro
   return stride;
 }
 
+// Training attention reads plain rows: no pages, no head blocks.
+void CheckRowLayout(const AttentionIn& q, const AttentionIn& k, const AttentionIn& v) {
+  for (const AttentionIn* in : {&q, &k, &v}) {
+    CHECK(in->pages == nullptr && !in->head_blocks)
+        << "attention: pages and head blocks are for AttentionDecode's caches";
+  }
+}
+
 void CheckSeqlens(std::span<const int32_t> cu) {
   CHECK_GE(cu.size(), 1u) << "attention: cu_seqlens needs num_seqs + 1 entries";
   CHECK_EQ(cu[0], 0) << "attention: cu_seqlens[0] must be 0";
@@ -219,6 +226,7 @@ void AttentionForward(const KernelCtx& ctx, const AttentionDims& dims,
   const int64_t ks = CheckOperand("k", k.data, k.dtype, k.row_stride, nkv, hd);
   const int64_t vs = CheckOperand("v", v.data, v.dtype, v.row_stride, nkv, hd);
   const int64_t os = CheckOperand("out", out.data, out.dtype, out.row_stride, nh, hd);
+  CheckRowLayout(q, k, v);
   CHECK(k.dtype == q.dtype && v.dtype == q.dtype) << "attention: q, k, v must share a dtype";
   const bool causal = dims.mask == AttentionMask::kCausal;
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
@@ -278,6 +286,7 @@ void AttentionBackward(const KernelCtx& ctx, const AttentionDims& dims,
   const int64_t ks = CheckOperand("k", k.data, k.dtype, k.row_stride, nkv, hd);
   const int64_t vs = CheckOperand("v", v.data, v.dtype, v.row_stride, nkv, hd);
   const int64_t os = CheckOperand("out", out.data, out.dtype, out.row_stride, nh, hd);
+  CheckRowLayout(q, k, v);
   const int64_t dos = CheckOperand("dout", dout.data, dout.dtype, dout.row_stride, nh, hd);
   const int64_t dqs = CheckOperand("dq", dq.data, DType::kF32, dq.row_stride, nh, hd);
   const int64_t dks = CheckOperand("dk", dk.data, DType::kF32, dk.row_stride, nkv, hd);
@@ -375,11 +384,24 @@ void AttentionDecodeBatch(const KernelCtx& ctx, const AttentionDims& dims,
     }
     CHECK(run.k_cache.dtype == run.q.dtype && run.v_cache.dtype == run.q.dtype)
         << "attention: q and the caches must share a dtype";
-    strides_of(run);
+    const Strides st = strides_of(run);
+    CHECK((!run.k_cache.head_blocks || st.k == int64_t{nkv} * hd) &&
+          (!run.v_cache.head_blocks || st.v == int64_t{nkv} * hd))
+        << "attention: a cache in head blocks needs a dense row stride (NKV * HD)";
   }
   const float qscale = static_cast<float>(AttentionScale(dims) * kLog2e);
   const TierFns& fns = TierFor(ctx.isa());
   const int group = nh / nkv;
+
+  // A kv head's K or V rows in a run's cache (head blocks: the head's part
+  // of each block is HD x kBc elements).
+  auto kv_rows = [&](const AttentionIn& c, int64_t stride, int kvh) {
+    const int64_t head = int64_t{kvh} * hd * (c.head_blocks ? kBc : 1);
+    if (c.pages == nullptr) {
+      return Rows{Offset(c.data, c.dtype, head), stride, nullptr, 0, 0, c.head_blocks};
+    }
+    return Rows{nullptr, stride, c.pages, c.page_rows, head, c.head_blocks};
+  };
 
   RunBalanced(ctx, [&](auto&& visit) {
     for (const AttentionDecodeRun& run : runs) {
@@ -401,14 +423,8 @@ void AttentionDecodeBatch(const KernelCtx& ctx, const AttentionDims& dims,
             tile.in_bf16 = run.q.dtype == DType::kBF16;
             tile.out_bf16 = run.out.dtype == DType::kBF16;
             tile.qscale = qscale;
-            auto rows = [&](const AttentionIn& c, int64_t stride) {
-              if (c.pages == nullptr) {
-                return Rows{Offset(c.data, c.dtype, int64_t{kvh} * hd), stride};
-              }
-              return Rows{nullptr, stride, c.pages, c.page_rows, int64_t{kvh} * hd};
-            };
-            tile.k = rows(run.k_cache, st.k);
-            tile.v = rows(run.v_cache, st.v);
+            tile.k = kv_rows(run.k_cache, st.k, kvh);
+            tile.v = kv_rows(run.v_cache, st.v, kvh);
             tile.kv_len = pos + n;
             for (int r = 0; r < lanes; ++r) {
               const int64_t lane = l0 + r;

@@ -38,16 +38,18 @@ inline const char* BlockBase(const attention_internal::Rows& src, bool bf16, int
 
 // A [rows, hd] f32 view of rows [start, start + n) of `src` (one key block):
 // the rows themselves when they are f32, else widened into `buf` ([n][hd]).
+// (Head blocks: the block's rows of this head follow one another.)
 template <class V>
 const float* F32Rows(const attention_internal::Rows& src, bool bf16, int64_t start, int n, int hd,
                      float* buf, int64_t* ld) {
+  const int64_t stride = src.head_blocks ? hd : src.stride;
   if (!bf16) {
-    *ld = src.stride;
+    *ld = stride;
     return reinterpret_cast<const float*>(BlockBase(src, false, start));
   }
   const BF16* base = reinterpret_cast<const BF16*>(BlockBase(src, true, start));
   for (int r = 0; r < n; ++r) {
-    const BF16* row = base + r * src.stride;
+    const BF16* row = base + r * stride;
     for (int d = 0; d < hd; d += V::kLanes) V::Load(row + d).Store(buf + r * hd + d);
   }
   *ld = hd;
@@ -57,10 +59,20 @@ const float* F32Rows(const attention_internal::Rows& src, bool bf16, int64_t sta
 // Asks for rows [start, start + n) of `src` to be brought into L2 while the
 // current block computes: K/V rows of long sequences come from DRAM at a
 // stride of (heads x HD) elements, which the hardware prefetchers miss.
+// (Head blocks: the lines of this head's part of the block that hold the n
+// rows: a run of n x HD values, or the first n keys of each d.)
 inline void PrefetchRows(const attention_internal::Rows& src, bool bf16, int64_t start, int n,
-                         int hd) {
+                         int hd, bool keys) {
   const int64_t esize = bf16 ? 2 : 4;
   const char* base = BlockBase(src, bf16, start);
+  if (src.head_blocks) {
+    const int64_t run = keys ? n * esize : n * hd * esize;
+    for (int d = 0; d < (keys ? hd : 1); ++d) {
+      const char* part = base + d * kBc * esize;
+      for (int64_t b = 0; b < run; b += 64) __builtin_prefetch(part + b, 0, 2);
+    }
+    return;
+  }
   for (int r = 0; r < n; ++r) {
     const char* row = base + r * src.stride * esize;
     for (int64_t b = 0; b < hd * esize; b += 64) __builtin_prefetch(row + b, 0, 2);
@@ -71,6 +83,29 @@ template <class V>
 inline V LoadRow(const void* row, bool bf16, int d) {
   return bf16 ? V::Load(static_cast<const BF16*>(row) + d)
               : V::Load(static_cast<const float*>(row) + d);
+}
+
+// A [rows, hd] f32 view of keys [start, start + n) of `src` (one key block):
+// F32Rows, or from a head block's K^T ([HD][kBc]) widened into tmp ([HD][kBc])
+// and transposed into buf ([kBc][HD]).
+template <class V>
+const float* KeyRows(const attention_internal::Rows& src, bool bf16, int64_t start, int n, int hd,
+                     float* tmp, float* buf, int64_t* ld) {
+  if (!src.head_blocks) return F32Rows<V>(src, bf16, start, n, hd, buf, ld);
+  constexpr int W = V::kLanes;
+  const int np = (n + W - 1) / W * W;
+  const char* base = BlockBase(src, bf16, start);
+  for (int d = 0; d < hd; ++d) {
+    const char* keys = base + d * kBc * (bf16 ? 2 : 4);
+    for (int c = 0; c < np; c += W) LoadRow<V>(keys, bf16, c).Store(tmp + d * kBc + c);
+  }
+  for (int c0 = 0; c0 < np; c0 += W) {
+    for (int d0 = 0; d0 < hd; d0 += W) {
+      TransposeBlock(V{}, tmp + d0 * kBc + c0, kBc, buf + c0 * hd + d0, hd);
+    }
+  }
+  *ld = hd;
+  return buf;
 }
 
 // dst[d * ld + r] = rows[r][d] * scale for the W lanes r0.. (0 past `live`),
@@ -156,12 +191,13 @@ void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
     if (start + kBc <= last) {
       const int next =
           static_cast<int>(t.kv_len - start - kBc < kBc ? t.kv_len - start - kBc : kBc);
-      PrefetchRows(t.k, t.in_bf16, start + kBc, next, hd);
-      PrefetchRows(t.v, t.in_bf16, start + kBc, next, hd);
+      PrefetchRows(t.k, t.in_bf16, start + kBc, next, hd, true);
+      PrefetchRows(t.v, t.in_bf16, start + kBc, next, hd, false);
     }
     int64_t ks = 0;
     int64_t vs = 0;
-    const float* kb = F32Rows<V>(t.k, t.in_bf16, start, nc, hd, sc.kf, &ks);
+    // (Keys first: head blocks' keys pass through sc.vf.)
+    const float* kb = KeyRows<V>(t.k, t.in_bf16, start, nc, hd, sc.vf, sc.kf, &ks);
     const float* vb = F32Rows<V>(t.v, t.in_bf16, start, nc, hd, sc.vf, &vs);
     // S'^T = K_j Q'^T, online softmax, O^T = O^T * alpha + V_j^T P^T.
     BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
@@ -273,8 +309,8 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
         const int nc = static_cast<int>(u.len - start < kBc ? u.len - start : kBc);
         if (start + kBc <= last) {
           const int next = static_cast<int>(u.len - start - kBc < kBc ? u.len - start - kBc : kBc);
-          PrefetchRows(u.k, u.in_bf16, start + kBc, next, hd);
-          PrefetchRows(u.v, u.in_bf16, start + kBc, next, hd);
+          PrefetchRows(u.k, u.in_bf16, start + kBc, next, hd, true);
+          PrefetchRows(u.v, u.in_bf16, start + kBc, next, hd, false);
         }
         int64_t ks = 0;
         int64_t vs = 0;

@@ -41,12 +41,17 @@ void SetTallTileFromForTesting(int64_t tokens);
 // paged (pages != null): at pages[r / page_rows] + (r % page_rows) * stride
 // + offset. Kernels read rows a key block at a time, and a block never
 // straddles pages (page_rows is a multiple of kBc).
+// Head blocks (a decode's caches, attention.h): the block starting at row r
+// (a multiple of kBc) sits where that row would, and holds this head's part
+// as [HD][kBc] for keys (transposed) or [kBc][HD] for values; data (or
+// offset) points at the head's part of block 0.
 struct Rows {
   const void* data;
   int64_t stride;
   const void* const* pages = nullptr;
   int64_t page_rows = 0;
   int64_t offset = 0;  // elements, paged only
+  bool head_blocks = false;
 };
 
 // Up to kBr query rows ("lanes") that share one sequence's K/V (one kv head):
@@ -85,10 +90,9 @@ inline constexpr int kDecodeRows = 8;
 struct DecodeScratch {
   float* q;   // [kDecodeRows][HD] scaled queries
   float* o;   // [kDecodeRows][HD] output accumulators
-  float* kt;  // [HD][kBc]         the K block, transposed
-  float* kf;  // [kBc][HD]         the K block staged as f32 rows
-  float* vf;  // [kBc][HD]         bf16 values widened
-  float* p;   // [kBc]             one row's scores, then probabilities
+  float* kt;  // [HD][kBc]         a K block given as rows, transposed
+  float* kf;  // [kBc][HD]         a K block given as rows, staged as f32 rows
+  float* p;   // [2][kBc]          a row pair's scores, then probabilities
 };
 
 // One (sequence, kv head): its G = NH / NKV query heads, all query blocks.
