@@ -253,6 +253,24 @@ TEST_P(PrecisionTest, DecodeMatchesFullForwardBitwise) {
   Decoder alone(inference.forward_weights(), kSeqs, kT, kT);
   ExpectDecodeReproduces(alone, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full, "inference model");
 
+  // Past one key block (the caches' head blocks: HD 16 here, so a block's
+  // [HD][64] keys and [64][HD] values differ in shape), contiguous and paged.
+  {
+    ModelConfig longer = cfg;
+    longer.max_seq_len = 96;
+    constexpr int64_t kLong = 80, kLongPrompt = 60;
+    Llama lm(longer, {.precision = GetParam(), .max_batch = 2, .max_seq_len = kLong}, ctx);
+    lm.InitWeights(ctx, 9);
+    auto lb = MakeBatch(2, kLong, v, 11, false);
+    RecordDelayedScales(lm, ctx, lb.batch);
+    std::vector<float> lfull(2 * kLong * v);
+    lm.Logits(ctx, lb.batch, lfull.data());
+    Decoder contiguous(lm.forward_weights(), 2, kLong, kLong);
+    ExpectDecodeReproduces(contiguous, ctx, lb.tokens, 2, kLong, kLongPrompt, v, lfull, "long");
+    Decoder paged(lm.forward_weights(), 2, kLong, kLong, nullptr, {.page_rows = 64});
+    ExpectDecodeReproduces(paged, ctx, lb.tokens, 2, kLong, kLongPrompt, v, lfull, "long paged");
+  }
+
   // Weights packed once (PackedLinear; an FP8 recipe's quantized and decoded
   // once, with its first and last layers kept in f32 or not): the same bits.
   if (!Bf16Activations(GetParam())) {

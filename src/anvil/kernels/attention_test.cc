@@ -629,18 +629,22 @@ TEST(AttentionDecode, PagedCacheSameBits) {
 // Caches in head blocks (K transposed, V as rows, each block's heads one
 // after another), contiguous or paged, give the row caches' bits: decode
 // tiles (a few rows, read in place) and forward tiles (40 rows x GQA 2,
-// staged) alike, f32 and bf16, around block ends.
+// staged) alike, f32 and bf16, around block ends; HD 16 as well as 64, so
+// [HD][block] and [block][HD] differ in shape. The rows a cache has not
+// filled are NaN: keys read past a row's last (within its block) must not
+// reach it.
 TEST(AttentionDecode, HeadBlocksSameBits) {
   for (Isa isa : Tiers()) {
-    for (const bool bf16 : {false, true}) {
-      const int nh = 4, nkv = 2, hd = 64;
+    for (const auto& [bf16, hd] :
+         {std::pair<bool, int>{false, 64}, {true, 64}, {false, 16}, {true, 16}}) {
+      const int nh = 4, nkv = 2;
       const int64_t rows = 200, blocks_rows = 256;  // whole blocks
       const Problem p = MakeProblem({rows}, nh, nkv, hd, true, bf16, 8, 23);
       const size_t es = bf16 ? 2 : 4;
       const int64_t row = int64_t{nkv} * hd;
       // The caches as rows (dense), and in head blocks.
       std::vector<char> kr(rows * row * es), vr(rows * row * es);
-      std::vector<char> kb(blocks_rows * row * es, 0), vb(blocks_rows * row * es, 0);
+      std::vector<char> kb(blocks_rows * row * es, '\xff'), vb(blocks_rows * row * es, '\xff');
       for (int64_t t = 0; t < rows; ++t) {
         const char* k = static_cast<const char*>(p.In('k').data) + t * p.stride * es;
         const char* v = static_cast<const char*>(p.In('v').data) + t * p.stride * es;
@@ -671,8 +675,8 @@ TEST(AttentionDecode, HeadBlocksSameBits) {
                                    {127, 3},
                                    {150, 40},
                                    {199, 1}}) {
-        SCOPED_TRACE(::testing::Message()
-                     << IsaName(isa) << " bf16=" << bf16 << " pos " << pos << " n " << n);
+        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " bf16=" << bf16 << " HD " << hd
+                                          << " pos " << pos << " n " << n);
         const AttentionIn q{static_cast<const char*>(p.In('q').data) + pos * p.stride * es, dt,
                             p.stride};
         auto run = [&](const AttentionIn& k, const AttentionIn& v) {
