@@ -78,6 +78,32 @@ template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
   }
 }
 
+// Group for one row of A: each B vector feeds a single FMA, so it is loaded
+// into it, and the 16 ymm hold twice the accumulators of Group (more FMA
+// chains in flight per B row).
+template <typename T, int NV, bool kEdge, bool kPrefetch>
+[[gnu::always_inline]] inline void GroupOneRow(const float* a, int64_t a_step, const T* b,
+                                               int64_t ldb, int64_t n, int64_t tail, float* part) {
+  __m256 acc[NV];
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_load_ps(part + 8 * v);
+  for (int64_t k = 0; k < n; ++k) {
+    const T* brow = b + k * ldb;
+    const __m256 av = _mm256_broadcast_ss(a + k * a_step);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      if (kPrefetch && v * 8 * sizeof(T) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(brow + kGroup * ldb + 8 * v), _MM_HINT_T1);
+      }
+      const __m256 bv =
+          LoadB<kEdge>(brow + 8 * v, kEdge ? LaneMask(tail - 8 * v) : __m256i{}, tail - 8 * v);
+      acc[v] = _mm256_fmadd_ps(av, bv, acc[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) _mm256_store_ps(part + 8 * v, acc[v]);
+}
+
 // Scratch of the streaming path, in floats: the block sums and the running
 // sums of a panel (M x width each), and a bf16 A's K block widened to f32.
 struct Buffers {
@@ -124,12 +150,22 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
       const float* ag = a + (kTransF32 ? (kg - pc) * lda : kg - pc);
       const T* bg = b + kg * p.ldb;
       for (int64_t s = 0; s < full; ++s) {
-        Group<T, M, NV, false, kTransF32, kPrefetch>(ag, lda, bg + s * kStrip, p.ldb, n, kStrip,
-                                                     acc + s * kStrip, ld);
+        if constexpr (M == 1) {
+          GroupOneRow<T, NV, false, kPrefetch>(ag, kTransF32 ? lda : 1, bg + s * kStrip, p.ldb, n,
+                                               kStrip, acc + s * kStrip);
+        } else {
+          Group<T, M, NV, false, kTransF32, kPrefetch>(ag, lda, bg + s * kStrip, p.ldb, n, kStrip,
+                                                       acc + s * kStrip, ld);
+        }
       }
       if (tail > 0) {
-        Group<T, M, NV, true, kTransF32, kPrefetch>(ag, lda, bg + full * kStrip, p.ldb, n, tail,
-                                                    acc + full * kStrip, ld);
+        if constexpr (M == 1) {
+          GroupOneRow<T, NV, true, kPrefetch>(ag, kTransF32 ? lda : 1, bg + full * kStrip, p.ldb, n,
+                                              tail, acc + full * kStrip);
+        } else {
+          Group<T, M, NV, true, kTransF32, kPrefetch>(ag, lda, bg + full * kStrip, p.ldb, n, tail,
+                                                      acc + full * kStrip, ld);
+        }
       }
     }
     // Fold the block sum into the running sum, as the packed path folds C.
@@ -166,10 +202,11 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
 }
 
 // Register strips keep M x NV accumulators, NV B vectors and a broadcast
-// within the 16 ymm; the panel is as wide as kPartialFloats allows.
+// within the 16 ymm (one row: 12 accumulators, B loaded into the FMAs); the
+// panel is as wide as kPartialFloats allows.
 template <typename T, int M, bool kTransA, bool kPrefetch>
 void Rows(const Problem& p, const Region& r, const Buffers& buf) {
-  constexpr int kNv = M <= 2 ? 6 : M == 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
+  constexpr int kNv = M == 1 ? 12 : M <= 2 ? 6 : M == 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
   constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
   for (int64_t j = r.n0; j < r.n1; j += kWidth) {
     Panel<T, M, kNv, kTransA, kPrefetch>(p, j, Min(kWidth, r.n1 - j), buf);
