@@ -569,6 +569,23 @@ TEST(AttentionDecode, BitwiseEqualsForwardRows) {
   }
 }
 
+// AttentionDecode of n rows at pos (output in f32 or bf16), its output
+// widened to f32 and followed by its log-sum-exps: one vector to compare.
+std::vector<float> DecodeOutAndLse(Isa isa, const AttentionDims& dims, int64_t pos, int64_t n,
+                                   const AttentionIn& q, const AttentionIn& k, const AttentionIn& v,
+                                   bool bf16) {
+  std::vector<float> out(n * dims.num_heads * dims.head_dim), lse(dims.num_heads * n);
+  std::vector<BF16> out16(out.size());
+  const AttentionOut o =
+      bf16 ? AttentionOut{out16.data(), DType::kBF16, 0} : AttentionOut{out.data(), DType::kF32, 0};
+  AttentionDecode(Ctx(isa, 2), dims, pos, n, q, k, v, o, lse.data());
+  if (bf16) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = ToFloat(out16[i]);
+  }
+  out.insert(out.end(), lse.begin(), lse.end());
+  return out;
+}
+
 // A paged cache (rows in pages of 64 or 128, the pages anywhere in memory)
 // gives the contiguous cache's bits: a key block never straddles pages.
 TEST(AttentionDecode, PagedCacheSameBits) {
@@ -606,16 +623,7 @@ TEST(AttentionDecode, PagedCacheSameBits) {
                                      {150, 40}, {199, 1}}) {
           const AttentionIn q{at_row(p.In('q'), pos), p.In('q').dtype, p.stride};
           auto run = [&](const AttentionIn& k, const AttentionIn& v) {
-            std::vector<float> out(n * nh * hd), lse(nh * n);
-            std::vector<BF16> out16(out.size());
-            const AttentionOut o = bf16 ? AttentionOut{out16.data(), DType::kBF16, 0}
-                                        : AttentionOut{out.data(), DType::kF32, 0};
-            AttentionDecode(Ctx(isa, 2), p.dims, pos, n, q, k, v, o, lse.data());
-            if (bf16) {
-              for (size_t i = 0; i < out.size(); ++i) out[i] = ToFloat(out16[i]);
-            }
-            out.insert(out.end(), lse.begin(), lse.end());
-            return out;
+            return DecodeOutAndLse(isa, p.dims, pos, n, q, k, v, bf16);
           };
           const AttentionIn kc{p.In('k').data, p.In('k').dtype, p.stride};
           const AttentionIn vc{p.In('v').data, p.In('v').dtype, p.stride};
@@ -680,16 +688,7 @@ TEST(AttentionDecode, HeadBlocksSameBits) {
         const AttentionIn q{static_cast<const char*>(p.In('q').data) + pos * p.stride * es, dt,
                             p.stride};
         auto run = [&](const AttentionIn& k, const AttentionIn& v) {
-          std::vector<float> out(n * nh * hd), lse(nh * n);
-          std::vector<BF16> out16(out.size());
-          const AttentionOut o = bf16 ? AttentionOut{out16.data(), DType::kBF16, 0}
-                                      : AttentionOut{out.data(), DType::kF32, 0};
-          AttentionDecode(Ctx(isa, 2), p.dims, pos, n, q, k, v, o, lse.data());
-          if (bf16) {
-            for (size_t i = 0; i < out.size(); ++i) out[i] = ToFloat(out16[i]);
-          }
-          out.insert(out.end(), lse.begin(), lse.end());
-          return out;
+          return DecodeOutAndLse(isa, p.dims, pos, n, q, k, v, bf16);
         };
         const std::vector<float> want = run({kr.data(), dt, 0}, {vr.data(), dt, 0});
         EXPECT_TRUE(SameBits(
