@@ -65,6 +65,16 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   const io::CheckpointInfo& info = m.info;
   const model::ModelConfig& mc = m.config;
   const kernels::KernelCtx& ctx = *m.ctx;
+  if (precision == model::Precision::kFp8Delayed && !m.forward_weights().ScalesFixed() &&
+      on_notice) {
+    // Without a history a tensor's scale comes from its own amax (fp8-linear's
+    // fallback): what the user asked for is then not what runs.
+    on_notice(
+        fmt::format("fp8-delayed: {} holds no amax histories for its FP8 layers (an "
+                    "exported checkpoint or a run in another precision), so each tensor is "
+                    "scaled by its current amax, as fp8-tensor does",
+                    info.dir));
+  }
   ASSIGN_OR_RETURN(const data::Tokenizer tok, CheckpointTokenizer(info.dir, options.tokenizer));
 
   std::vector<int32_t> prompt = {static_cast<int32_t>(tok.bos_id())};
