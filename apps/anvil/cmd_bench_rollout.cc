@@ -5,10 +5,9 @@
 // or under bf16 autocast when anvil runs bf16 (or FP8).
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/kernels/attention.h"
+#include "anvil/profile/trace.h"
 #include "python_peer.h"
 
 namespace anvil::cli {
@@ -34,6 +34,7 @@ struct BenchRolloutOptions {
   int threads = 0;
   bool peer = true;
   std::string python = "/usr/bin/python3";
+  std::string trace;  // Chrome trace of the timed batches, or empty
 };
 
 // PyTorch 1.13 has no FP8: an FP8 rollout is compared with bf16 autocast.
@@ -53,6 +54,17 @@ Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::Mo
                                    bench::ShellQuote(model.dump()), batch, o.prompt_len,
                                    o.max_new, o.rounds, threads, PeerPrecision(o.precision))));
   return j.at("tokens_per_s").get<double>();
+}
+
+// --trace's file for one batch size: PATH itself, or with several batch
+// sizes PATH with "-b<batch>" before its extension.
+std::string TracePath(const std::string& path, int64_t batch, bool several) {
+  if (!several) return path;
+  const size_t dot = path.rfind('.');
+  const size_t slash = path.rfind('/');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return has_ext ? fmt::format("{}-b{}{}", path.substr(0, dot), batch, path.substr(dot))
+                 : fmt::format("{}-b{}", path, batch);
 }
 
 int Run(const BenchRolloutOptions& o) {
@@ -110,7 +122,18 @@ int Run(const BenchRolloutOptions& o) {
       return 1;
     }
     infer::RolloutStats stats;
+    std::string trace_note;
+    if (!o.trace.empty()) profile::Tracer::Start();
     auto r = engine.Generate(*m->ctx, prompts, &stats);
+    if (!o.trace.empty()) {
+      profile::Tracer::Stop();
+      const std::string path = TracePath(o.trace, batch, o.batches.size() > 1);
+      if (Status w = profile::Tracer::WriteChromeJson(path); !w.ok()) {
+        fmt::print(stderr, "anvil bench rollout: {}\n", w.ToString());
+        return 1;
+      }
+      trace_note = fmt::format("  (trace: {})", path);
+    }
     if (!r.ok()) {
       fmt::print(stderr, "anvil bench rollout: {}\n", r.status().ToString());
       return 1;
@@ -122,8 +145,8 @@ int Run(const BenchRolloutOptions& o) {
       peer = torch.ok() ? fmt::format(" {:>14.0f} {:>7.2f}x", *torch, tokens_per_s / *torch)
                         : fmt::format("  pytorch: {}", torch.status().message());
     }
-    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}{}\n", batch, r->size(), stats.seconds,
-               tokens_per_s, stats.prompt_tokens, peer);
+    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}{}{}\n", batch, r->size(), stats.seconds,
+               tokens_per_s, stats.prompt_tokens, peer, trace_note);
     std::fflush(stdout);
   }
   return 0;
@@ -158,6 +181,9 @@ void AddBenchRollout(CLI::App& bench) {
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch KV-cache generation peer");
   cmd->add_option("--python", o->python, "Python with PyTorch for the peer")->capture_default_str();
+  cmd->add_option("--trace", o->trace,
+                  "Write a Chrome trace of each timed batch to this file (several batch sizes: "
+                  "-b<batch> before its extension)");
   cmd->callback([o] {
     if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

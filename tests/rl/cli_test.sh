@@ -50,6 +50,16 @@ grep -q "fp8-block, mxfp8 or fp8-delayed" "$work/rl-tensor.log" || { cat "$work/
 "$anvil" generate --ckpt "$work/rl" --prompt "1+2=" --greedy --max-new 3 > "$work/gen.log" 2>&1 \
   || { cat "$work/gen.log"; fail "generate from the rl checkpoint"; }
 
+# The rollout benchmark on the RL checkpoint, with a trace of each timed
+# batch (two batch sizes: one file each).
+"$anvil" bench rollout --ckpt "$work/rl" --batch 1 --batch 2 --rounds 1 --prompt-len 4 --max-new 3 \
+  --no-peer --trace "$work/rollout.json" > "$work/bench_rollout.log" 2>&1 \
+  || { cat "$work/bench_rollout.log"; fail "bench rollout"; }
+for b in 1 2; do
+  grep -q '"name":"attention_decode"' "$work/rollout-b$b.json" \
+    || { cat "$work/bench_rollout.log"; fail "no decode attention in the batch-$b rollout trace"; }
+done
+
 # PPO with asynchronous rollouts: its value line and the staleness after step 1.
 "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/ppo" --set task.digits=1 \
   --set rl.init="$work/sft" --set rl.steps=3 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
