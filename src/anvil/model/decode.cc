@@ -38,8 +38,11 @@ Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len,
   if (paging.page_rows == 0) {
     // Whole head blocks: a sequence's last block spans all its rows.
     constexpr int64_t kBlock = kernels::kAttentionKvBlock;
-    cache_len_ = (max_len + kBlock - 1) / kBlock * kBlock;
-    cache_ = AlignedBuffer(cfg.n_layers * 2 * max_seqs * cache_len_ * model.shape.kv() * elem);
+    blocks_ = (max_len + kBlock - 1) / kBlock;
+    cache_ =
+        AlignedBuffer(cfg.n_layers * 2 * blocks_ * max_seqs * kBlock * model.shape.kv() * elem);
+    // The kernel sees each sequence's blocks through a table, as pages.
+    for (auto& ptrs : page_ptrs_) ptrs.reserve(max_seqs * blocks_);
   } else {
     CHECK(paging.page_rows > 0 && paging.page_rows % kernels::kAttentionKvBlock == 0)
         << "page_rows " << paging.page_rows << " must be a multiple of "
@@ -108,10 +111,12 @@ void Decoder::Carve(Alloc&& alloc, Scratch<A>& s) {
 }
 
 template <typename A>
-A* Decoder::Cache(int layer, int kv, int64_t seq) {
+A* Decoder::Block(int layer, int kv, int64_t seq, int64_t block) {
+  constexpr int64_t kBlock = kernels::kAttentionKvBlock;
   const int64_t row = fw_.shape.kv();
   return reinterpret_cast<A*>(cache_.data()) +
-         (((static_cast<int64_t>(layer) * 2 + kv) * max_seqs_ + seq) * cache_len_) * row;
+         (((static_cast<int64_t>(layer) * 2 + kv) * blocks_ + block) * max_seqs_ + seq) * kBlock *
+             row;
 }
 
 std::byte* Decoder::Page(int32_t page, int layer, int kv) {
@@ -123,7 +128,10 @@ std::byte* Decoder::Page(int32_t page, int layer, int kv) {
 template <typename A>
 A* Decoder::CacheRow(int layer, int kv, int64_t seq, int64_t pos) {
   const int64_t row = fw_.shape.kv();
-  if (page_rows_ == 0) return Cache<A>(layer, kv, seq) + pos * row;
+  if (page_rows_ == 0) {
+    constexpr int64_t kBlock = kernels::kAttentionKvBlock;
+    return Block<A>(layer, kv, seq, pos / kBlock) + (pos % kBlock) * row;
+  }
   return reinterpret_cast<A*>(Page(tables_[seq][pos / page_rows_], layer, kv)) +
          (pos % page_rows_) * row;
 }
@@ -147,11 +155,15 @@ template <typename A>
 kernels::AttentionIn Decoder::CacheIn(int layer, int kv, int64_t seq) {
   constexpr DType dt = kActDType<A>;
   const int64_t row = fw_.shape.kv();
-  if (page_rows_ == 0) return {Cache<A>(layer, kv, seq), dt, row, nullptr, 0, true};
   std::vector<const void*>& ptrs = page_ptrs_[kv];  // capacity reserved: no allocation
   const size_t first = ptrs.size();
   // Within the capacity, so the step's earlier runs keep their tables.
-  CHECK_LE(first + tables_[seq].size(), ptrs.capacity()) << "decoder: page tables overflow";
+  const size_t entries = page_rows_ == 0 ? blocks_ : tables_[seq].size();
+  CHECK_LE(first + entries, ptrs.capacity()) << "decoder: page tables overflow";
+  if (page_rows_ == 0) {  // the blocks, as pages of one block
+    for (int64_t b = 0; b < blocks_; ++b) ptrs.push_back(Block<A>(layer, kv, seq, b));
+    return {nullptr, dt, row, ptrs.data() + first, kernels::kAttentionKvBlock, true};
+  }
   for (const int32_t page : tables_[seq]) ptrs.push_back(Page(page, layer, kv));
   return {nullptr, dt, row, ptrs.data() + first, page_rows_, true};
 }

@@ -103,15 +103,16 @@ class Decoder {
   void Dispatch(const kernels::KernelCtx& ctx, int64_t n, std::span<const int32_t> tokens,
                 float* logits, std::span<const int64_t> head_rows = {});
   template <typename A>
-  A* Cache(int layer, int kv, int64_t seq);  // [cache_len_, NKV*HD] (contiguous)
+  A* Block(int layer, int kv, int64_t seq, int64_t block);  // [kBc, NKV*HD] (contiguous)
   // Where position `pos` of `seq` lives (either layout).
   template <typename A>
   A* CacheRow(int layer, int kv, int64_t seq, int64_t pos);
   // Position `pos` of `seq`: its new key and value rows into the cache.
   template <typename A>
   void WriteKv(int layer, int64_t seq, int64_t pos, const A* k, const A* v);
-  // The kernel's view of a sequence's cache, in head blocks. Paged: appends the sequence's
-  // page table to page_ptrs_[kv] (cleared for each layer's attention) and
+  // The kernel's view of a sequence's cache, in head blocks and as pages:
+  // appends the sequence's page table (contiguous: its blocks, as pages of
+  // one block) to page_ptrs_[kv] (cleared for each layer's attention) and
   // points into it.
   template <typename A>
   kernels::AttentionIn CacheIn(int layer, int kv, int64_t seq);
@@ -129,11 +130,14 @@ class Decoder {
   std::vector<int32_t> positions_;  // [R]
   std::vector<int32_t> prefill_tokens_;   // Prefill's rows, all prompts
   std::vector<int64_t> prefill_last_;     // the row of each prompt's last token
-  // Contiguous: [L, 2, S, cache_len_, NKV*HD] of A, max_len rounded up to
-  // whole blocks; each block of K and V in head blocks
-  // (kernels::AttentionIn::head_blocks), as are the pages'.
+  // Contiguous: [L, 2, blocks_, S, kBc, NKV*HD] of A, max_len rounded up to
+  // whole blocks of kBc positions; each block of K and V in head blocks
+  // (kernels::AttentionIn::head_blocks), as are the pages'. Block-major: a
+  // layer's first blocks of every sequence lie one after another, so a
+  // thread's walk over its sequences' blocks reads on in memory instead of
+  // jumping over each sequence's unused blocks.
   AlignedBuffer cache_;
-  int64_t cache_len_ = 0;
+  int64_t blocks_ = 0;
   // Paged: cache_ is [pages, L, 2, page_rows, NKV*HD]; each sequence's
   // pages in position order, each page's sharers, the free ones.
   int64_t page_rows_ = 0;
@@ -141,7 +145,8 @@ class Decoder {
   std::vector<std::vector<int32_t>> tables_;  // [S]
   std::vector<int32_t> refs_;                 // [pages]
   std::vector<int32_t> free_;
-  std::vector<const void*> page_ptrs_[2];     // a layer's K and V page tables, run after run
+  // A layer's K and V tables (pages, or a contiguous cache's blocks), run after run.
+  std::vector<const void*> page_ptrs_[2];
   std::vector<kernels::AttentionDecodeRun> decode_runs_;  // a step's attention, per sequence
   Arena arena_;
   Scratch<float> scratch_f32_;
