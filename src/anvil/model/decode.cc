@@ -10,6 +10,13 @@
 #include "anvil/profile/trace.h"
 
 namespace anvil::model {
+namespace {
+
+// Fewer new rows than this are written to the cache inline: waking the
+// threads costs more than their writes.
+constexpr int64_t kParallelKvRows = 8;
+
+}  // namespace
 
 Decoder::Decoder(const ForwardWeights& model, int64_t max_seqs, int64_t max_len, int64_t max_rows,
                  const LowPrecisionLinear* linear)
@@ -270,9 +277,20 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     if (!fw_.Fp8Layer(l)) block.SetLinear(s.bf16.get());
     if (linear_ != nullptr) block.SetLinear(linear_);
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
-    for (int64_t r = 0; r < n; ++r) {  // new k, v rows into the cache
-      const A* src = s.attn.qkv + r * qkv + q_cols;
-      WriteKv<A>(l, row_seq_[r], positions_[r], src, src + kv_cols);
+    // New k, v rows into the cache. Each row's key lands in 256 lines of its
+    // block (HD x NKV keys, one per line), which the attention then reads:
+    // split over the threads, not on one, and roughly as the attention
+    // splits the sequences, so most lines are already in the reader's cache.
+    auto write_kv = [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) {
+        const A* src = s.attn.qkv + r * qkv + q_cols;
+        WriteKv<A>(l, row_seq_[r], positions_[r], src, src + kv_cols);
+      }
+    };
+    if (n >= kParallelKvRows) {
+      ctx.pool().ParallelFor(n, write_kv);
+    } else {
+      write_kv(0, n, 0);
     }
     // A run of rows of a sequence each, all in one parallel region.
     decode_runs_.clear();
