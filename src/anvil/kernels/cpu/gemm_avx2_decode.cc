@@ -38,12 +38,41 @@ constexpr int64_t kStreamingBytes = int64_t{8} << 20;
 // within the 32 KiB L1 of AVX2 parts (a bf16 A's widened block adds 8 KiB).
 constexpr int64_t kPartialFloats = 2048;
 
+// Group (below) for one row of A: each B vector feeds a single FMA, so it is
+// loaded into it, and the 16 ymm hold twice the accumulators (more FMA chains
+// in flight per B row). a_step: A's stride from k to k + 1.
+template <typename T, int NV, bool kEdge, bool kPrefetch>
+[[gnu::always_inline]] inline void GroupOneRow(const float* a, int64_t a_step, const T* b,
+                                               int64_t ldb, int64_t n, int64_t tail, float* part) {
+  __m256 acc[NV];
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_load_ps(part + 8 * v);
+  for (int64_t k = 0; k < n; ++k) {
+    const T* brow = b + k * ldb;
+    const __m256 av = _mm256_broadcast_ss(a + k * a_step);
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+      if (kPrefetch && v * 8 * sizeof(T) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(brow + kGroup * ldb + 8 * v), _MM_HINT_T1);
+      }
+      const __m256 bv =
+          LoadB<kEdge>(brow + 8 * v, kEdge ? LaneMask(tail - 8 * v) : __m256i{}, tail - 8 * v);
+      acc[v] = _mm256_fmadd_ps(av, bv, acc[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v) _mm256_store_ps(part + 8 * v, acc[v]);
+}
+
 // B rows [0, n) of a strip (8*NV columns at b, `tail` valid if kEdge) into
 // M x NV partials at part (row stride ld), in increasing k; `a` (f32) points
 // at the same k.
 template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
 [[gnu::always_inline]] inline void Group(const float* a, int64_t lda, const T* b, int64_t ldb,
                                          int64_t n, int64_t tail, float* part, int64_t ld) {
+  if constexpr (M == 1) {
+    return GroupOneRow<T, NV, kEdge, kPrefetch>(a, kTransA ? lda : 1, b, ldb, n, tail, part);
+  }
   __m256i mask[NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) mask[v] = LaneMask(tail - 8 * v);
@@ -76,32 +105,6 @@ template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) _mm256_store_ps(part + i * ld + 8 * v, acc[i][v]);
   }
-}
-
-// Group for one row of A: each B vector feeds a single FMA, so it is loaded
-// into it, and the 16 ymm hold twice the accumulators of Group (more FMA
-// chains in flight per B row).
-template <typename T, int NV, bool kEdge, bool kPrefetch>
-[[gnu::always_inline]] inline void GroupOneRow(const float* a, int64_t a_step, const T* b,
-                                               int64_t ldb, int64_t n, int64_t tail, float* part) {
-  __m256 acc[NV];
-#pragma GCC unroll 16
-  for (int v = 0; v < NV; ++v) acc[v] = _mm256_load_ps(part + 8 * v);
-  for (int64_t k = 0; k < n; ++k) {
-    const T* brow = b + k * ldb;
-    const __m256 av = _mm256_broadcast_ss(a + k * a_step);
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-      if (kPrefetch && v * 8 * sizeof(T) % 64 == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(brow + kGroup * ldb + 8 * v), _MM_HINT_T1);
-      }
-      const __m256 bv =
-          LoadB<kEdge>(brow + 8 * v, kEdge ? LaneMask(tail - 8 * v) : __m256i{}, tail - 8 * v);
-      acc[v] = _mm256_fmadd_ps(av, bv, acc[v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int v = 0; v < NV; ++v) _mm256_store_ps(part + 8 * v, acc[v]);
 }
 
 // Scratch of the streaming path, in floats: the block sums and the running
@@ -150,22 +153,12 @@ void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
       const float* ag = a + (kTransF32 ? (kg - pc) * lda : kg - pc);
       const T* bg = b + kg * p.ldb;
       for (int64_t s = 0; s < full; ++s) {
-        if constexpr (M == 1) {
-          GroupOneRow<T, NV, false, kPrefetch>(ag, kTransF32 ? lda : 1, bg + s * kStrip, p.ldb, n,
-                                               kStrip, acc + s * kStrip);
-        } else {
-          Group<T, M, NV, false, kTransF32, kPrefetch>(ag, lda, bg + s * kStrip, p.ldb, n, kStrip,
-                                                       acc + s * kStrip, ld);
-        }
+        Group<T, M, NV, false, kTransF32, kPrefetch>(ag, lda, bg + s * kStrip, p.ldb, n, kStrip,
+                                                     acc + s * kStrip, ld);
       }
       if (tail > 0) {
-        if constexpr (M == 1) {
-          GroupOneRow<T, NV, true, kPrefetch>(ag, kTransF32 ? lda : 1, bg + full * kStrip, p.ldb, n,
-                                              tail, acc + full * kStrip);
-        } else {
-          Group<T, M, NV, true, kTransF32, kPrefetch>(ag, lda, bg + full * kStrip, p.ldb, n, tail,
-                                                      acc + full * kStrip, ld);
-        }
+        Group<T, M, NV, true, kTransF32, kPrefetch>(ag, lda, bg + full * kStrip, p.ldb, n, tail,
+                                                    acc + full * kStrip, ld);
       }
     }
     // Fold the block sum into the running sum, as the packed path folds C.
