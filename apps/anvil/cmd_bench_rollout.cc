@@ -60,9 +60,10 @@ Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::Mo
 // sizes PATH with "-b<batch>" before its extension.
 std::string TracePath(const std::string& path, int64_t batch, bool several) {
   if (!several) return path;
+  // The extension: a dot past the file name's first character (".trace" has none).
   const size_t dot = path.rfind('.');
-  const size_t slash = path.rfind('/');
-  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const size_t name = path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1;
+  const bool has_ext = dot != std::string::npos && dot > name;
   return has_ext ? fmt::format("{}-b{}{}", path.substr(0, dot), batch, path.substr(dot))
                  : fmt::format("{}-b{}", path, batch);
 }

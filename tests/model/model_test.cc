@@ -11,6 +11,7 @@
 
 #include "anvil/core/thread_pool.h"
 #include "anvil/io/safetensors.h"
+#include "anvil/kernels/attention.h"
 #include "anvil/kernels/ctx.h"
 #include "anvil/model/decode.h"
 #include "anvil/model/hf_checkpoint.h"
@@ -213,6 +214,26 @@ void ExpectDecodeReproduces(Decoder& dec, const kernels::KernelCtx& ctx,
     for (int64_t s = 0; s < seqs; ++s) {
       EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(s * v, v), full_row(s, len[s])))
           << label << " step " << step << " sequence " << s;
+      ++len[s];
+    }
+  }
+  // Every sequence past its first key block, then batched steps: each
+  // sequence's second block must be its own (a cache that put one
+  // sequence's second block where another's first lies fails here).
+  constexpr int64_t kBlock = kernels::kAttentionKvBlock;
+  if (t_len < kBlock + 1 + 3 * seqs + 6) return;
+  dec.Reset();
+  for (int64_t s = 0; s < seqs; ++s) {
+    len[s] = kBlock + 1 + 3 * s;
+    dec.Append(ctx, s, std::span<const int32_t>(tokens).subspan(s * t_len, len[s]), out.data());
+  }
+  for (int step = 0; step < 6; ++step) {
+    std::vector<int32_t> next(seqs);
+    for (int64_t s = 0; s < seqs; ++s) next[s] = tokens[s * t_len + len[s]];
+    dec.Step(ctx, next, out.data());
+    for (int64_t s = 0; s < seqs; ++s) {
+      EXPECT_TRUE(SameBits(std::span<const float>(out).subspan(s * v, v), full_row(s, len[s])))
+          << label << " past a block, step " << step << " sequence " << s;
       ++len[s];
     }
   }

@@ -70,9 +70,9 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
     // Without a history a tensor's scale comes from its own amax (fp8-linear's
     // fallback): what the user asked for is then not what runs.
     on_notice(
-        fmt::format("fp8-delayed: {} holds no amax histories for its FP8 layers (an "
-                    "exported checkpoint or a run in another precision), so each tensor is "
-                    "scaled by its current amax, as fp8-tensor does",
+        fmt::format("fp8-delayed: {} lacks amax histories for FP8 tensors (an exported "
+                    "checkpoint, or a run in another precision), so those are scaled by their "
+                    "current amax, as fp8-tensor does",
                     info.dir));
   }
   ASSIGN_OR_RETURN(const data::Tokenizer tok, CheckpointTokenizer(info.dir, options.tokenizer));

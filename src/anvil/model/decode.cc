@@ -277,8 +277,8 @@ void Decoder::Run(const kernels::KernelCtx& ctx, int64_t n, std::span<const int3
     if (!fw_.Fp8Layer(l)) block.SetLinear(s.bf16.get());
     if (linear_ != nullptr) block.SetLinear(linear_);
     AttentionQkvForward(shape, aw, x, s.attn, tok, block, ctx);
-    // New k, v rows into the cache. Each row's key lands in 256 lines of its
-    // block (HD x NKV keys, one per line), which the attention then reads:
+    // New k, v rows into the cache. Each row's key lands in HD x NKV lines of
+    // its block (one key a line; 256 for small), which the attention then reads:
     // split over the threads, not on one, and roughly as the attention
     // splits the sequences, so most lines are already in the reader's cache.
     auto write_kv = [&](int64_t begin, int64_t end, int) {
