@@ -21,6 +21,7 @@ int RunEval(const infer::EvalOptions& o, bool json) {
     fmt::print(stderr, "anvil eval: {}\n", r.status().ToString());
     return 1;
   }
+  if (!r->note.empty()) fmt::print(stderr, "[anvil eval: {}]\n", r->note);
   if (json) {
     fmt::print("{{\"checkpoint\":\"{}\",\"step\":{},\"precision\":\"{}\",\"quant\":\"{}\","
                "\"windows\":{},\"tokens\":{},\"loss\":{:.6f},\"perplexity\":{:.4f},"

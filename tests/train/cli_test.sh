@@ -149,6 +149,9 @@ fi
 "$anvil" generate --ckpt "$work/run" --prompt "the" --max-new 2 --precision fp8-delayed \
   > "$work/gen_nohist.log" 2>&1 || { cat "$work/gen_nohist.log"; fail "generate fp8-delayed (f32 run)"; }
 grep -q "lacks amax histories" "$work/gen_nohist.log" || { cat "$work/gen_nohist.log"; fail "no notice of current scaling"; }
+"$anvil" eval --ckpt "$work/run" --precision fp8-delayed --windows 1 > "$work/eval_nohist.log" 2>&1 \
+  || { cat "$work/eval_nohist.log"; fail "eval fp8-delayed (f32 run)"; }
+grep -q "lacks amax histories" "$work/eval_nohist.log" || { cat "$work/eval_nohist.log"; fail "eval: no notice of current scaling"; }
 
 if "$anvil" train --config "$work/micro.toml" --out "$work/run_bad" --set train.bogus_key=1 \
      > "$work/bad.log" 2>&1; then fail "unknown key accepted"; fi

@@ -166,6 +166,15 @@ Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
   return m;
 }
 
+std::string DelayedScalingNote(const CheckpointModel& m, model::Precision precision) {
+  if (precision != model::Precision::kFp8Delayed || m.forward_weights().ScalesFixed()) return "";
+  return fmt::format(
+      "fp8-delayed: {} lacks amax histories for FP8 tensors (an exported "
+      "checkpoint, or a run in another precision), so those are scaled by their "
+      "current amax, as fp8-tensor does",
+      m.info.dir);
+}
+
 Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested) {
   int64_t t = requested;
   if (t == 0) {

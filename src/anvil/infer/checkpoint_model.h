@@ -68,6 +68,11 @@ Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
 // amax until it has a history.
 Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* delayed);
 
+// fp8-delayed on a checkpoint whose run state lacks histories for some FP8
+// tensors (RestoreDelayedScales' fallback): a line that says so, to show the
+// user (what runs is then not the recipe asked for). Empty otherwise.
+std::string DelayedScalingNote(const CheckpointModel& m, model::Precision precision);
+
 // The window length: `requested`, or the run's train.seq_len when 0; within
 // the model's context.
 Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested);

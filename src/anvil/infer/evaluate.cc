@@ -72,6 +72,7 @@ Result<EvalResult> EvaluateCheckpoint(const EvalOptions& options,
   r.tokens = windows * t;
   r.loss = nll / static_cast<double>(r.tokens);
   r.perplexity = std::exp(r.loss);
+  r.note = DelayedScalingNote(m, precision);
   return r;
 }
 

@@ -65,15 +65,8 @@ Result<GenerateResult> Generate(const GenerateOptions& options,
   const io::CheckpointInfo& info = m.info;
   const model::ModelConfig& mc = m.config;
   const kernels::KernelCtx& ctx = *m.ctx;
-  if (precision == model::Precision::kFp8Delayed && !m.forward_weights().ScalesFixed() &&
-      on_notice) {
-    // Without a history a tensor's scale comes from its own amax (fp8-linear's
-    // fallback): what the user asked for is then not what runs.
-    on_notice(
-        fmt::format("fp8-delayed: {} lacks amax histories for FP8 tensors (an exported "
-                    "checkpoint, or a run in another precision), so those are scaled by their "
-                    "current amax, as fp8-tensor does",
-                    info.dir));
+  if (const std::string note = DelayedScalingNote(m, precision); !note.empty() && on_notice) {
+    on_notice(note);
   }
   ASSIGN_OR_RETURN(const data::Tokenizer tok, CheckpointTokenizer(info.dir, options.tokenizer));
 
