@@ -34,7 +34,8 @@ struct BenchRolloutOptions {
   int threads = 0;
   bool peer = true;
   std::string python = "/usr/bin/python3";
-  std::string trace;  // Chrome trace of the timed batches, or empty
+  std::string trace;  // Chrome trace of each batch size's first timed run, or empty
+  int repeat = 1;     // timed runs a batch size (each beside a peer run)
 };
 
 // PyTorch 1.13 has no FP8: an FP8 rollout is compared with bf16 autocast.
@@ -54,6 +55,14 @@ Result<double> PeerTokensPerSecond(const BenchRolloutOptions& o, const model::Mo
                                    bench::ShellQuote(model.dump()), batch, o.prompt_len,
                                    o.max_new, o.rounds, threads, PeerPrecision(o.precision))));
   return j.at("tokens_per_s").get<double>();
+}
+
+// The median (the mean of the middle two for an even count).
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 // --trace's file for one batch size: PATH itself, or with several batch
@@ -89,11 +98,14 @@ int Run(const BenchRolloutOptions& o) {
                o.prompt_len, o.max_new, m->config.max_seq_len);
     return 1;
   }
-  fmt::print("{} ({} precision), {} threads; prompts of {} tokens, {} samples each of {} new "
-             "tokens; KV cache {}\n",
-             m->info.dir, o.precision, m->ctx->threads(), o.prompt_len, o.samples, o.max_new,
-             o.page_rows > 0 ? fmt::format("paged ({} positions a page)", o.page_rows)
-                             : std::string("contiguous"));
+  fmt::print(
+      "{} ({} precision), {} threads; prompts of {} tokens, {} sample{} each of {} new "
+      "tokens; KV cache {}{}\n",
+      m->info.dir, o.precision, m->ctx->threads(), o.prompt_len, o.samples,
+      o.samples == 1 ? "" : "s", o.max_new,
+      o.page_rows > 0 ? fmt::format("paged ({} positions a page)", o.page_rows)
+                      : std::string("contiguous"),
+      o.repeat > 1 ? fmt::format("; {} timed runs a batch size", o.repeat) : std::string());
   fmt::print("{:>6} {:>8} {:>10} {:>12} {:>12}{}\n", "batch", "samples", "seconds", "new tok/s",
              "prefill tok",
              o.peer ? fmt::format(" {:>14} {:>8}", "pytorch " + PeerPrecision(o.precision), "ratio")
@@ -112,42 +124,71 @@ int Run(const BenchRolloutOptions& o) {
                                  .eos = -1,
                                  .sampling = {.temperature = 1.0, .top_k = 0, .top_p = 1.0},
                                  .page_rows = o.page_rows});
-    // One untimed batch first, as the peer warms up: the engine's pages
-    // (KV cache, logits, packed weights) are touched once, as in an RL run
-    // that generates with one engine every step.
     const std::vector<std::vector<int32_t>> warm(
         prompts.begin(), prompts.begin() + std::min<int64_t>(static_cast<int64_t>(prompts.size()),
                                                              (batch + o.samples - 1) / o.samples));
-    if (auto w = engine.Generate(*m->ctx, warm); !w.ok()) {
-      fmt::print(stderr, "anvil bench rollout: {}\n", w.status().ToString());
-      return 1;
-    }
-    infer::RolloutStats stats;
-    std::string trace_note;
-    if (!o.trace.empty()) profile::Tracer::Start();
-    auto r = engine.Generate(*m->ctx, prompts, &stats);
-    if (!o.trace.empty()) {
-      profile::Tracer::Stop();
-      const std::string path = TracePath(o.trace, batch, o.batches.size() > 1);
-      if (Status w = profile::Tracer::WriteChromeJson(path); !w.ok()) {
-        fmt::print(stderr, "anvil bench rollout: {}\n", w.ToString());
+    // --repeat: anvil and the peer in turn, so both meet the host's same
+    // moments; medians, and the median of the paired ratios.
+    std::vector<double> ours, seconds, theirs, ratios;
+    std::string peer_error, trace_note;
+    size_t samples = 0;
+    int64_t prompt_tokens = 0;
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      // One untimed batch before each timed one, as the peer warms up in each
+      // of its runs: the engine's pages (KV cache, logits, packed weights) are
+      // touched, and back in the caches after a peer run, as in an RL run that
+      // generates with one engine every step.
+      if (auto w = engine.Generate(*m->ctx, warm); !w.ok()) {
+        fmt::print(stderr, "anvil bench rollout: {}\n", w.status().ToString());
         return 1;
       }
-      trace_note = fmt::format("  (trace: {})", path);
+      const bool traced = !o.trace.empty() && rep == 0;
+      infer::RolloutStats stats;
+      if (traced) profile::Tracer::Start();
+      auto r = engine.Generate(*m->ctx, prompts, &stats);
+      if (traced) {
+        profile::Tracer::Stop();
+        const std::string path = TracePath(o.trace, batch, o.batches.size() > 1);
+        if (Status w = profile::Tracer::WriteChromeJson(path); !w.ok()) {
+          fmt::print(stderr, "anvil bench rollout: {}\n", w.ToString());
+          return 1;
+        }
+        trace_note = fmt::format("  (trace: {})", path);
+      }
+      if (!r.ok()) {
+        fmt::print(stderr, "anvil bench rollout: {}\n", r.status().ToString());
+        return 1;
+      }
+      samples = r->size();
+      prompt_tokens = stats.prompt_tokens;
+      ours.push_back(stats.new_tokens / std::max(stats.seconds, 1e-9));
+      seconds.push_back(stats.seconds);
+      if (o.peer && peer_error.empty()) {
+        const auto torch = PeerTokensPerSecond(o, m->config, batch, m->ctx->threads());
+        if (torch.ok()) {
+          theirs.push_back(*torch);
+          ratios.push_back(ours.back() / *torch);
+        } else {
+          peer_error = torch.status().message();
+        }
+      }
     }
-    if (!r.ok()) {
-      fmt::print(stderr, "anvil bench rollout: {}\n", r.status().ToString());
-      return 1;
-    }
-    const double tokens_per_s = stats.new_tokens / std::max(stats.seconds, 1e-9);
     std::string peer;
-    if (o.peer) {
-      const auto torch = PeerTokensPerSecond(o, m->config, batch, m->ctx->threads());
-      peer = torch.ok() ? fmt::format(" {:>14.0f} {:>7.2f}x", *torch, tokens_per_s / *torch)
-                        : fmt::format("  pytorch: {}", torch.status().message());
+    if (!peer_error.empty()) {
+      peer = fmt::format("  pytorch: {}", peer_error);
+    } else if (o.peer) {
+      peer = fmt::format(" {:>14.0f} {:>7.2f}x", Median(theirs), Median(ratios));
     }
-    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}{}{}\n", batch, r->size(), stats.seconds,
-               tokens_per_s, stats.prompt_tokens, peer, trace_note);
+    fmt::print("{:>6} {:>8} {:>10.2f} {:>12.0f} {:>12}{}{}\n", batch, samples, Median(seconds),
+               Median(ours), prompt_tokens, peer, trace_note);
+    if (o.repeat > 1) {
+      std::string runs;
+      for (size_t i = 0; i < ours.size(); ++i) {
+        runs += i < theirs.size() ? fmt::format(" {:.0f}/{:.0f}", ours[i], theirs[i])
+                                  : fmt::format(" {:.0f}", ours[i]);
+      }
+      fmt::print("{:>6} runs (anvil{}):{}\n", "", theirs.empty() ? "" : "/pytorch", runs);
+    }
     std::fflush(stdout);
   }
   return 0;
@@ -182,8 +223,14 @@ void AddBenchRollout(CLI::App& bench) {
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch KV-cache generation peer");
   cmd->add_option("--python", o->python, "Python with PyTorch for the peer")->capture_default_str();
+  cmd->add_option("--repeat", o->repeat,
+                  "Timed runs of each batch size, anvil and the peer in turn; medians, and the "
+                  "median of the paired ratios")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--trace", o->trace,
-                  "Write a Chrome trace of each timed batch to this file (several batch sizes: "
+                  "Write a Chrome trace of each batch size's first timed run to this file (several "
+                  "batch sizes: "
                   "-b<batch> before its extension)");
   cmd->callback([o] {
     if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);

@@ -60,9 +60,11 @@ for b in 1 2; do
     || { cat "$work/bench_rollout.log"; fail "no decode attention in the batch-$b rollout trace"; }
 done
 "$anvil" bench rollout --ckpt "$work/rl" --batch 2 --rounds 1 --prompt-len 4 --max-new 3 \
-  --no-peer --trace "$work/one" > "$work/bench_rollout1.log" 2>&1 \
+  --no-peer --repeat 2 --trace "$work/one" > "$work/bench_rollout1.log" 2>&1 \
   || { cat "$work/bench_rollout1.log"; fail "bench rollout, one batch size"; }
 grep -q '"name":"attention_decode"' "$work/one" || fail "one batch size: the trace is not at the path given"
+grep -Eq "runs \(anvil\): [0-9]+ [0-9]+$" "$work/bench_rollout1.log" \
+  || { cat "$work/bench_rollout1.log"; fail "--repeat 2 did not list two runs"; }
 
 # PPO with asynchronous rollouts: its value line and the staleness after step 1.
 "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/ppo" --set task.digits=1 \
