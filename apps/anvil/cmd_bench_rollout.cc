@@ -229,9 +229,8 @@ void AddBenchRollout(CLI::App& bench) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--trace", o->trace,
-                  "Write a Chrome trace of each batch size's first timed run to this file (several "
-                  "batch sizes: "
-                  "-b<batch> before its extension)");
+                  "Write a Chrome trace of each batch size's first timed run to this file "
+                  "(several batch sizes: -b<batch> before its extension)");
   cmd->callback([o] {
     if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
