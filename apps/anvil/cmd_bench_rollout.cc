@@ -230,7 +230,8 @@ void AddBenchRollout(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--trace", o->trace,
                   "Write a Chrome trace of each batch size's first timed run to this file "
-                  "(several batch sizes: -b<batch> before its extension)");
+                  "(several batch sizes: -b<batch> before its extension); that run's "
+                  "tokens/s include the tracing's cost");
   cmd->callback([o] {
     if (const int rc = Run(*o); rc != 0) throw CLI::RuntimeError(rc);
   });
