@@ -5,7 +5,7 @@
 // does, and block sums are added to the running sum in the same order.
 //
 // Access order, as the AVX-512 unit's: C columns are cut into panels whose
-// M x width partials fit in L1; a panel is swept in groups of kGroup B rows,
+// M x width partials fit in L1; a panel is swept in groups of B rows,
 // each group row read end to end across the panel (long sequential runs), by
 // register strips whose sums park in L1 between groups. Every loop touching
 // the accumulators is unrolled, so they live in registers.
@@ -34,6 +34,20 @@ constexpr int64_t kGroup = 16;
 // B larger than this streams from DRAM: prefetch the next group's lines
 // (as the AVX-512 unit; below it, strips run down a whole K block).
 constexpr int64_t kStreamingBytes = int64_t{8} << 20;
+// One row of A reads each B element once, so where B sits picks the walk.
+// From DRAM (past the L3 of one Zen CCD, 32 MiB, as infer's
+// kCachedWeightBytes): groups of kGroup with prefetches. From L3 (a thread's
+// part of B past the 1 MiB L2 of a Zen 5 core): no prefetches, which only
+// got in the hardware prefetchers' way, and groups of 3 KiB of B per strip
+// (8 f32 or 16 bf16 rows), fewer rows read at once. From L2: as above,
+// strips down a whole K block. Against the walks of M > 1 (ANVIL_ISA=avx2
+// on a Zen 5, 2 threads): f32 1x768x3072 +31%, 1x1024x1024 +24%, 1x3072x768
+// +9%, bf16 1x3072x768 +11%, the rest level; shorter groups (2-4 rows) lost
+// in bf16, prefetches from L3 lost 15-30%, no prefetches from DRAM 10%.
+constexpr int64_t kOneRowStreamingBytes = int64_t{32} << 20;
+constexpr int64_t kOneRowL2Bytes = int64_t{1} << 20;
+template <typename T>
+constexpr int64_t kOneRowGroup = 32 / sizeof(T);
 // Floats of f32 partials per buffer (block sum and running sum): 2 x 8 KiB,
 // within the 32 KiB L1 of AVX2 parts (a bf16 A's widened block adds 8 KiB).
 constexpr int64_t kPartialFloats = 2048;
@@ -115,11 +129,10 @@ struct Buffers {
   float* a;  // [kDecodeChunkRows][kc]
 };
 
-// C[0:M, j0:j0+w] for one panel.
+// C[0:M, j0:j0+w] for one panel, swept `group` B rows at a time.
 template <typename T, int M, int NV, bool kTransA, bool kPrefetch>
-void Panel(const Problem& p, int64_t j0, int64_t w, const Buffers& buf) {
+void Panel(const Problem& p, int64_t j0, int64_t w, int64_t group, const Buffers& buf) {
   constexpr int64_t kKc = kAvx2.kc;
-  const int64_t group = kPrefetch ? kGroup : kKc;
   constexpr int64_t kStrip = 8 * NV;
   const T* b = static_cast<const T*>(p.b) + j0;
   const int64_t full = w / kStrip, tail = w - full * kStrip;
@@ -201,14 +214,18 @@ template <typename T, int M, bool kTransA, bool kPrefetch>
 void Rows(const Problem& p, const Region& r, const Buffers& buf) {
   constexpr int kNv = M == 1 ? 12 : M <= 2 ? 6 : M == 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
   constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
+  const bool from_l3 = M == 1 && p.k * (r.n1 - r.n0) * int64_t{sizeof(T)} > kOneRowL2Bytes;
+  const int64_t group = kPrefetch ? kGroup : from_l3 ? kOneRowGroup<T> : kAvx2.kc;
   for (int64_t j = r.n0; j < r.n1; j += kWidth) {
-    Panel<T, M, kNv, kTransA, kPrefetch>(p, j, Min(kWidth, r.n1 - j), buf);
+    Panel<T, M, kNv, kTransA, kPrefetch>(p, j, Min(kWidth, r.n1 - j), group, buf);
   }
 }
 
 template <int M>
 void Rows(const Problem& p, const Region& r, const Buffers& buf) {
-  const bool streaming = p.b_from_dram || p.k * p.n * (p.bf16_in ? 2 : 4) > kStreamingBytes;
+  const int64_t bytes = p.k * p.n * (p.bf16_in ? 2 : 4);
+  const bool streaming =
+      p.b_from_dram || bytes > (M == 1 ? kOneRowStreamingBytes : kStreamingBytes);
   const int variant = (p.bf16_in ? 4 : 0) + (p.trans_a ? 2 : 0) + (streaming ? 1 : 0);
   switch (variant) {
     case 0: return Rows<float, M, false, false>(p, r, buf);
