@@ -20,7 +20,7 @@ void AddBenchAttention(CLI::App& bench) {
   cmd->add_flag("!--full", options->causal, "Full (non-causal) mask");
   cmd->add_flag("--bf16", options->bf16, "bf16 inputs (f32 math)");
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ThreadsRange());
   cmd->add_flag("!--no-naive", options->naive, "Skip the naive T x T reference");
   cmd->add_flag("!--no-bwd", options->backward, "Time the forward only");
   cmd->add_flag("--json", options->json, "One JSON object per line");

@@ -33,7 +33,7 @@ void AddBenchGemm(CLI::App& bench) {
                   "beside oneDNN's int8 matmul")
       ->check(CLI::IsMember({"f32", "bf16", "fp8", "mxfp8", "w8a8", "w4a8"}));
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ThreadsRange());
   cmd->add_flag("!--no-peers", options->peers, "Skip OpenBLAS and oneDNN");
   cmd->add_flag("--json", options->json, "One JSON object per line");
   cmd->add_flag("--quick", options->quick, "Default shapes without the two largest");

@@ -220,7 +220,8 @@ void AddBenchRollout(CLI::App& bench) {
                   "contiguous); a prompt's samples share its prefill")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
+  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")
+      ->check(ThreadsRange());
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch KV-cache generation peer");
   cmd->add_option("--python", o->python, "Python with PyTorch for the peer")->capture_default_str();
   cmd->add_option("--repeat", o->repeat,

@@ -17,7 +17,7 @@ void AddBenchTrain(CLI::App& bench) {
       ->check(CLI::IsMember({"f32", "bf16", "fp8-tensor", "fp8-delayed", "fp8-block", "mxfp8",
                              "auto"}));
   cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ThreadsRange());
   cmd->add_option("--steps", o->steps, "Timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)
       ->capture_default_str();

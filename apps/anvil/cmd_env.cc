@@ -36,7 +36,13 @@ int RunEnv(const EnvOptions& options) {
     fmt::print("features   {}\n", GetCpuFeatures().ToString());
     fmt::print("dispatch   {}\n", IsaName(BestIsa()));
   }
-  if (options.skip_peaks) return 0;
+  // The JSON object: the machine, then (unless skipped) its peaks.
+  const std::string described = fmt::format("\"cpu\":\"{}\",\"threads\":{},\"isa\":\"{}\"",
+                                            m.cpu_model, all, IsaName(BestIsa()));
+  if (options.skip_peaks) {
+    if (options.json) fmt::print("{{{}}}\n", described);
+    return 0;
+  }
 
   if (!options.json) fmt::print("measuring peaks (about 5 s)...\n");
   ThreadPool one(1);
@@ -46,13 +52,12 @@ int RunEnv(const EnvOptions& options) {
   const double bw = profile::MeasureReadBandwidth(pool);
   if (options.json) {
     fmt::print(
-        "{{\"cpu\":\"{}\",\"threads\":{},\"isa\":\"{}\",\"f32_fma_gflops_1t\":{:.1f},"
+        "{{{},\"f32_fma_gflops_1t\":{:.1f},"
         "\"f32_fma_gflops\":{:.1f},\"bf16_dot_gflops_1t\":{:.1f},\"bf16_dot_gflops\":{:.1f},"
         "\"bf16_native\":{},\"amx_bf16_gflops_1t\":{:.1f},\"amx_bf16_gflops\":{:.1f},"
         "\"dram_read_gbs\":{:.1f}}}\n",
-        m.cpu_model, all, IsaName(pn.isa), p1.f32_gflops, pn.f32_gflops, p1.bf16_dot_gflops,
-        pn.bf16_dot_gflops, pn.bf16_native, pn.amx ? p1.bf16_gflops : 0.0,
-        pn.amx ? pn.bf16_gflops : 0.0, bw);
+        described, p1.f32_gflops, pn.f32_gflops, p1.bf16_dot_gflops, pn.bf16_dot_gflops,
+        pn.bf16_native, pn.amx ? p1.bf16_gflops : 0.0, pn.amx ? pn.bf16_gflops : 0.0, bw);
     return 0;
   }
   fmt::print("peak f32 FMA   {:8.1f} GFLOP/s on 1 thread, {:8.1f} on {} threads ({})\n",

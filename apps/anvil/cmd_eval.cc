@@ -57,7 +57,8 @@ void AddEvalCommand(CLI::App& app) {
   cmd->add_option("--seq-len", o->seq_len, "Tokens per window (0: the run's train.seq_len)")
       ->capture_default_str();
   cmd->add_option("--data", o->data_dir, "Folder with val.bin (default: the run's data.dir)");
-  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
+  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")
+      ->check(ThreadsRange());
   cmd->add_flag("--json", *json, "One JSON object");
   cmd->callback([o, json] {
     if (const int rc = RunEval(*o, *json); rc != 0) throw CLI::RuntimeError(rc);

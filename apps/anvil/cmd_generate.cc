@@ -59,7 +59,8 @@ void AddGenerateCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--greedy", o->sampling.greedy, "Always the likeliest token");
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)");
+  cmd->add_option("--threads", o->threads, "Threads (0: ANVIL_THREADS or all)")
+      ->check(ThreadsRange());
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json (default: the run's data.dir)");
   cmd->add_option("--precision", o->precision, "f32, bf16, fp8-tensor, fp8-delayed, fp8-block or mxfp8")
       ->capture_default_str();

@@ -92,11 +92,11 @@ int RunSftCommand(const PostOptions& o, comm::Group* trainers) {
   const bool prints = trainers == nullptr || trainers->rank() == 0;
   auto config = LoadRun(o, "sft", run, prints);
   if (!config.ok()) return Fail("sft", config.status());
-  train::InstallSigintHandler();
+  train::InstallStopHandler();
   std::unique_ptr<train::Progress> progress;
   auto summary = rl::RunSft(
       std::move(*config), run,
-      !prints ? rl::SftHooks{.run = {.stop_requested = [] { return train::SigintReceived(); }}}
+      !prints ? rl::SftHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
               : rl::SftHooks{.run = {.on_eval =
                                          [&](int64_t step, const rl::TaskEval& e) {
                                            if (progress) progress->Finish();
@@ -106,7 +106,7 @@ int RunSftCommand(const PostOptions& o, comm::Group* trainers) {
                                          [&](const std::string& text) {
                                            if (progress) progress->Message(text);
                                          },
-                                     .stop_requested = [] { return train::SigintReceived(); }},
+                                     .stop_requested = [] { return train::StopRequested(); }},
                              .on_start =
                                  [&](const rl::PostRunConfig& rc, int64_t first_step) {
                                    fmt::print("supervised fine-tuning for {} steps\n", rc.steps);
@@ -174,8 +174,8 @@ int RunRlInWorld(const PostOptions& o) {
       rc = RunRlCommand(o, w, trainers.get());
     } else {
       // Ctrl-C: the trainer stops the run at a step's end, then this rank; the
-      // handler keeps a forwarded SIGINT from ending it first.
-      train::InstallSigintHandler();
+      // handler keeps a forwarded SIGINT or SIGTERM from ending it first.
+      train::InstallStopHandler();
       if (const Status s = rl::ServeRollouts(w, 0); !s.ok()) {
         rc = Fail("rl", s.WithContext(fmt::format("rank {}", w.rank())));
       }
@@ -196,17 +196,17 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
   const bool prints = trainers == nullptr || trainers->rank() == 0;
   auto config = LoadRun(o, "rl", run, prints);
   if (!config.ok()) return Fail("rl", config.status());
-  train::InstallSigintHandler();
+  train::InstallStopHandler();
   int64_t log_every = 10, total_steps = 0;
   auto summary = rl::RunRl(
       std::move(*config), run,
       !prints
-          ? rl::RlHooks{.run = {.stop_requested = [] { return train::SigintReceived(); }}}
+          ? rl::RlHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
           : rl::RlHooks{
                 .run = {.on_eval = [](int64_t step,
                                       const rl::TaskEval& e) { PrintEval("rl", step, e); },
                         .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
-                        .stop_requested = [] { return train::SigintReceived(); }},
+                        .stop_requested = [] { return train::StopRequested(); }},
                 .on_start =
                     [&](const rl::PostRunConfig& rc, int64_t, const std::string& algorithm) {
                       total_steps = rc.steps;

@@ -72,6 +72,7 @@ void AddPrepareCommand(CLI::App& app) {
   cmd->add_option("--seed", options->seed, "Seed of the train/validation split")
       ->capture_default_str();
   cmd->add_option("--threads", options->threads, "Threads (0: ANVIL_THREADS or all cores)")
+      ->check(ThreadsRange())
       ->capture_default_str();
   cmd->callback([options] {
     const int rc = RunPrepare(*options);

@@ -82,7 +82,8 @@ void AddProbeCommand(CLI::App& app) {
   probe->add_option("--seq-len", c->seq_len, "Tokens per row (0: the run's train.seq_len)")
       ->capture_default_str();
   probe->add_option("--probe-fault", c->fault, "NAME=FACTOR: scale one activation (a test)");
-  probe->add_option("--threads", c->threads, "Threads (0: ANVIL_THREADS or all)");
+  probe->add_option("--threads", c->threads, "Threads (0: ANVIL_THREADS or all)")
+      ->check(ThreadsRange());
   probe->callback([probe, c] {
     if (!probe->get_subcommands().empty()) return;  // `probe diff`
     if (c->checkpoint.empty()) {

@@ -99,7 +99,7 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
     if (parallel.ok()) comm::SetWatchdogTimeout(parallel->timeout_s);
   }
 
-  train::InstallSigintHandler();
+  train::InstallStopHandler();
   if (root) {
     fmt::print("anvil train: {} {}, run folder {}{}\n", resume ? "resuming" : "config",
                resume ? run_dir : o.config, run_dir,
@@ -117,7 +117,7 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
   train::Trainer& t = **trainer;
   comm::SetWatchdogTimeout(t.parallel_config().timeout_s);
   if (!root) {  // the same loop, silent
-    auto summary = t.Run(train::Hooks{.stop_requested = [] { return train::SigintReceived(); }});
+    auto summary = t.Run(train::Hooks{.stop_requested = [] { return train::StopRequested(); }});
     return summary.ok() ? 0 : Fail(summary.status());
   }
   const train::TrainConfig& tc = t.train_config();
@@ -169,19 +169,20 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
   std::fflush(stdout);
 
   train::Progress progress(t.step(), tc.steps, tc.log_every);
-  auto summary = t.Run(train::Hooks{
-      .on_step = [&](const train::StepMetrics& m) { progress.OnStep(m); },
-      .on_eval = [&](const train::EvalMetrics& m) { progress.OnEval(m); },
-      .on_message = [&](const std::string& text) { progress.Message(text); },
-      .on_schedule = [&](int64_t total) { progress.SetTotal(total); },
-      .stop_requested = [] { return train::SigintReceived(); }});
+  auto summary =
+      t.Run(train::Hooks{.on_step = [&](const train::StepMetrics& m) { progress.OnStep(m); },
+                         .on_eval = [&](const train::EvalMetrics& m) { progress.OnEval(m); },
+                         .on_message = [&](const std::string& text) { progress.Message(text); },
+                         .on_schedule = [&](int64_t total) { progress.SetTotal(total); },
+                         .stop_requested = [] { return train::StopRequested(); }});
   progress.Finish();
   if (!summary.ok()) return Fail(summary.status());
   const train::RunSummary& s = *summary;
   if (s.interrupted) {
-    fmt::print("interrupted (Ctrl-C) after step {}/{}; checkpoint {}\n"
-               "resume with: anvil train --resume {}\n",
-               s.steps_done, tc.steps, s.checkpoint, run_dir);
+    fmt::print(
+        "interrupted ({}) after step {}/{}; checkpoint {}\n"
+        "resume with: anvil train --resume {}\n",
+        train::StopSignalName(), s.steps_done, tc.steps, s.checkpoint, run_dir);
     return 0;
   }
   if (s.time_limited) {

@@ -5,6 +5,10 @@
 
 namespace anvil::cli {
 
+// The values --threads takes: 0 (ANVIL_THREADS, else every core) up to the
+// limit ANVIL_THREADS has.
+inline CLI::Range ThreadsRange() { return CLI::Range(0, 1024); }
+
 void AddEnvCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddBenchGemm(CLI::App& bench);

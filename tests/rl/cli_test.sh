@@ -3,7 +3,8 @@
 # addition (the shipped configs, shrunk with --set): both print held-out
 # accuracy, every GRPO step reports a rollout-vs-trainer log-prob difference
 # of exactly 0 (f32, fp8-block, mxfp8), the RL checkpoint generates on its own (its tokenizer travels
-# with it), and bad starts fail with a clear message.
+# with it), and bad starts (or resumes that change the run) fail with a clear
+# message.
 # Usage: cli_test.sh ANVIL_BINARY SOURCE_DIR WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -29,6 +30,16 @@ grep -q "^done: 40 steps" "$work/sft.log" || fail "sft did not finish its 40 ste
 [ "$(grep -c '^rl step [0-9]*/4 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rl step lines"; }
 [ "$(grep -c '|dlogp| 0 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rollout and trainer log-probs differ"; }
 grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy change"
+# A resume continues the run as it ran: another task or step count below
+# its step is refused, naming the setting.
+if "$anvil" rl --resume "$work/rl" --set rl.steps=6 --set task.digits=2 > "$work/rl_task.log" 2>&1; then
+  fail "an rl resume on another task was accepted"
+fi
+grep -q "changes task.digits = 1 (now: 2)" "$work/rl_task.log" || { cat "$work/rl_task.log"; fail "task change not named"; }
+if "$anvil" sft --resume "$work/sft" --set sft.steps=10 > "$work/sft_steps.log" 2>&1; then
+  fail "an sft resume with sft.steps below its step was accepted"
+fi
+grep -q "past sft.steps = 10" "$work/sft_steps.log" || { cat "$work/sft_steps.log"; fail "steps below the run's not named"; }
 
 # The FP8 recipes whose scales do not depend on the batch (fp8-delayed's are
 # fixed for a step; from this f32 checkpoint its histories start from the

@@ -5,7 +5,9 @@
 # gradient is skipped and named (or stops the run); the numerics probe (of a
 # run, and of a checkpoint's step) names a planted fault; the FP8 precisions
 # train; Ctrl-C (SIGINT) checkpoints, exits 0, and the run resumes (on other
-# kernels with a note that its bits part from an uninterrupted run).
+# kernels with a note that its bits part from an uninterrupted run), refusing
+# a changed train.seq_len or train.steps below its step; SIGTERM stops a run
+# as Ctrl-C does; bad --threads and --temperature values are refused.
 # Usage: cli_test.sh ANVIL_BINARY WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -70,6 +72,24 @@ if "$anvil" train --config "$work/micro.toml" --out "$work/run_huge" --set model
   fail "a model too large for memory was accepted"
 fi
 grep -q "GiB available" "$work/huge.log" || { cat "$work/huge.log"; fail "no memory estimate"; }
+
+# A thread count out of range is refused by the flag, not by an abort later.
+for cmd in "generate --ckpt $work/run --prompt the" "eval --ckpt $work/run" "probe --ckpt $work/run --out $work/p_bad"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$anvil" $cmd --threads -1 > "$work/threads_bad.log" 2>&1 || rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 134 ] || { cat "$work/threads_bad.log"; fail "$cmd --threads -1: exit $rc"; }
+  grep -q -- "--threads" "$work/threads_bad.log" || { cat "$work/threads_bad.log"; fail "$cmd: --threads not named"; }
+done
+# A temperature too small to sample soundly is refused, pointing at --greedy.
+if "$anvil" generate --ckpt "$work/run" --prompt "the" --temperature 1e-20 > "$work/temp.log" 2>&1; then
+  fail "--temperature 1e-20 accepted"
+fi
+grep -q "use --greedy" "$work/temp.log" || { cat "$work/temp.log"; fail "no --greedy hint"; }
+# `anvil env --no-peaks --json`: the machine as JSON, without the peaks.
+"$anvil" env --no-peaks --json > "$work/env.json" 2>&1 || { cat "$work/env.json"; fail "env --no-peaks --json"; }
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["threads"] >= 1 and "isa" in d and "f32_fma_gflops" not in d, d' \
+  "$work/env.json" || { cat "$work/env.json"; fail "env --no-peaks --json is not the machine's JSON"; }
 
 # A malformed environment variable is one plain error line, not an abort.
 rc=0
@@ -175,6 +195,14 @@ step=$(sed 's/step_//' "$work/run_int/latest")
 "$anvil" train --resume "$work/run_int" --set train.steps=$((step + 2)) > "$work/resume.log" 2>&1 \
   || { cat "$work/resume.log"; fail "resume"; }
 [ "$(cat "$work/run_int/latest")" = "step_$((step + 2))" ] || fail "resume did not finish"
+# A resume keeps each step's rows, and cannot end before where the run is.
+if "$anvil" train --resume "$work/run_int" --set train.steps=$((step + 4)) --set train.seq_len=8 \
+     > "$work/resume_seq.log" 2>&1; then fail "a resume changing train.seq_len was accepted"; fi
+grep -q "changes train.seq_len = 16 (now: 8)" "$work/resume_seq.log" || { cat "$work/resume_seq.log"; fail "seq_len change not named"; }
+if "$anvil" train --resume "$work/run_int" --set train.steps=1 > "$work/resume_steps.log" 2>&1; then
+  fail "a resume with train.steps below the run's step was accepted"
+fi
+grep -q "past train.steps = 1" "$work/resume_steps.log" || { cat "$work/resume_steps.log"; fail "steps below the run's not named"; }
 if grep -q "note: the checkpoint's steps ran on" "$work/resume.log"; then
   cat "$work/resume.log"; fail "a resume on the same kernels noted other kernels"
 fi
@@ -185,5 +213,19 @@ if [ "${ANVIL_ISA:-}" != scalar ]; then
   grep -q "note: the checkpoint's steps ran on the .* kernels, this session's on scalar" \
     "$work/resume_scalar.log" || { cat "$work/resume_scalar.log"; fail "no kernels note"; }
 fi
+# SIGTERM (batch schedulers, `timeout`) stops a run as Ctrl-C does.
+"$anvil" train --config "$work/micro.toml" --out "$work/run_term" --set train.steps=1000000 \
+  --set train.eval_every=0 > "$work/term.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  if [ -f "$work/run_term/metrics.jsonl" ] && [ "$(wc -l < "$work/run_term/metrics.jsonl")" -ge 2 ]; then break; fi
+  sleep 0.1
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" = 0 ] || { cat "$work/term.log"; fail "SIGTERM exit code $rc"; }
+grep -q "interrupted (SIGTERM)" "$work/term.log" || { cat "$work/term.log"; fail "SIGTERM: no checkpoint"; }
+[ -f "$work/run_term/latest" ] || fail "SIGTERM: no latest checkpoint"
 echo "cli_test: OK"
 rm -rf "$work"

@@ -2,12 +2,14 @@
 // typed reads, unknown-key detection, resolved output.
 #include "anvil/core/config.h"
 
+#include <fmt/core.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace anvil {
@@ -286,6 +288,25 @@ Status Config::CheckAllUsed() const {
   }
   if (unknown.empty()) return Status::Ok();
   return InvalidArgument("the config has keys no component reads (typo?):" + unknown);
+}
+
+std::vector<std::string> Config::ChangedFrom(
+    const Config& saved, const std::function<bool(const std::string&)>& kept) const {
+  const auto number = [](const Value& v) -> std::optional<double> {
+    if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+    if (const auto* d = std::get_if<double>(&v)) return *d;
+    return std::nullopt;
+  };
+  std::vector<std::string> changed;
+  for (const auto& [key, now] : resolved_) {
+    const auto it = saved.values_.find(key);
+    if (it == saved.values_.end() || !kept(key)) continue;
+    const Value& was = it->second.value;
+    const std::optional<double> a = number(was), b = number(now);
+    if (a && b ? *a == *b : was == now) continue;
+    changed.push_back(fmt::format("{} = {} (now: {})", key, TomlValue(was), TomlValue(now)));
+  }
+  return changed;
 }
 
 std::string Config::ResolvedToml() const {

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "anvil/core/status.h"
 
@@ -50,6 +52,13 @@ class Config {
 
   // Every key read so far with the value used (given or default), as TOML.
   std::string ResolvedToml() const;
+
+  // For a resume: the keys read so far that `kept` selects and `saved` (the
+  // run's config.toml) gives another value, each as "key = saved (now:
+  // value)". Numbers compare as numbers (2 == 2.0); a key `saved` lacks (a
+  // run from before the key existed) is not compared.
+  std::vector<std::string> ChangedFrom(const Config& saved,
+                                       const std::function<bool(const std::string&)>& kept) const;
 
  private:
   struct Entry {

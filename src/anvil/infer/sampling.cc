@@ -16,6 +16,11 @@ Status SamplingConfig::Validate() const {
     return InvalidArgument(fmt::format("--temperature {}: must be positive (or use --greedy)",
                                        temperature));
   }
+  if (!greedy && temperature < kMinTemperature) {
+    return InvalidArgument(fmt::format(
+        "--temperature {}: below {}, which would be greedy but for rounding; use --greedy",
+        temperature, kMinTemperature));
+  }
   if (top_k < 0) return InvalidArgument(fmt::format("--top-k {}: must be >= 0", top_k));
   if (!(top_p > 0 && top_p <= 1)) {
     return InvalidArgument(fmt::format("--top-p {}: must be in (0, 1]", top_p));

@@ -28,8 +28,14 @@
 namespace anvil::infer {
 
 struct SamplingConfig {
+  // The least temperature: the exponentials are shifted by the largest
+  // logit / temperature rounded in double, whose rounding error grows as
+  // |logit| / temperature x 2^-53; at 1e-20 it outgrows the exponents and
+  // the draws go wild. Down here sampling is greedy but for that rounding.
+  static constexpr double kMinTemperature = 1e-6;
+
   bool greedy = false;
-  double temperature = 0.8;  // > 0
+  double temperature = 0.8;  // >= kMinTemperature
   int top_k = 50;            // 0: no limit
   double top_p = 0.95;       // in (0, 1]; 1: no limit
   uint64_t seed = 1;

@@ -46,6 +46,24 @@ TEST(Sampling, GreedyTakesTheLargestAndBreaksTiesTowardTheLowerId) {
   for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(top1.Sample(logits, i), 1);
 }
 
+// The least temperature still samples soundly: the largest logit every time,
+// with log-probability 0; below it the flag is refused (at 1e-20 the shift's
+// rounding once outgrew the exponents and the draws went wild).
+TEST(Sampling, TheLeastTemperatureIsGreedyAndBelowItRefused) {
+  SamplingConfig c = Plain();
+  c.temperature = SamplingConfig::kMinTemperature;
+  ASSERT_TRUE(c.Validate().ok());
+  Sampler s(c);
+  const std::vector<float> logits = {31.7f, -12.5f, 33.25f, 33.0f, 5.0f};
+  for (uint64_t i = 0; i < 200; ++i) {
+    const Sampled got = s.Sample(logits, 7, 0, i);
+    EXPECT_EQ(got.token, 2);
+    EXPECT_EQ(got.logprob, 0);
+  }
+  c.temperature = 1e-20;
+  EXPECT_NE(c.Validate().message().find("use --greedy"), std::string::npos);
+}
+
 TEST(Sampling, PureFunctionOfSeedAndPosition) {
   const std::vector<float> logits = LogitsOf({0.1, 0.2, 0.3, 0.4});
   Sampler a(Plain(11)), b(Plain(11)), other_seed(Plain(12));

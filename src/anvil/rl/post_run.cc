@@ -2,6 +2,7 @@
 #include "anvil/rl/post_run.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -193,8 +194,34 @@ Status PostRun::CheckResumedRecipe() const {
   return Status::Ok();
 }
 
+// What a resume keeps besides the recipe (CheckResumedRecipe): the task, the
+// starting point and KL reference, the tokenizer, and the rows of a step. A
+// --set over one of them would go on as another run, not this one continued.
+Status PostRun::CheckResumeKeepsTheRun() const {
+  if (run_.steps < step_) {
+    return InvalidArgument(fmt::format(
+        "{}: the run is at step {}, past {}.steps = {}; set {}.steps = {} or more to go on",
+        loaded_from_, step_, kind_, run_.steps, kind_, step_));
+  }
+  const std::string path = loaded_from_ + "/config.toml";
+  ASSIGN_OR_RETURN(const Config saved, Config::FromFile(path));
+  const std::string kind = kind_;
+  const auto kept = [&kind](const std::string& key) {
+    return key.starts_with("task.") || key == kind + ".init" || key == "sft.tokenizer" ||
+           key == "sft.batch_size" || key == "sft.grad_accum" || key == "rl.group_size" ||
+           key == "rl.prompts_per_step" || key == "rl.reference";
+  };
+  const std::vector<std::string> changed = config_.ChangedFrom(saved, kept);
+  if (changed.empty()) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "{}: a resume continues the run as it ran, and this one changes {}; set {} back, or start "
+      "a new run from the checkpoint ({}.init)",
+      path, fmt::join(changed, "; "), changed.size() == 1 ? "it" : "them", kind_));
+}
+
 Status PostRun::Start() {
   RETURN_IF_ERROR(config_.CheckAllUsed());
+  if (options_.resume) RETURN_IF_ERROR(CheckResumeKeepsTheRun());
   watch_.Reset();
   if (!writer()) return Status::Ok();
   std::error_code ec;

@@ -157,7 +157,9 @@ class PostRun {
   PostRun() = default;
   Status Init(Config config, const std::string& kind, const PostRunOptions& options,
               int64_t max_batch, const FreshPolicy& fresh);
-  // A resume's precision and FP8 recipe against the checkpoint's config.toml.
+  // A resume's settings against the checkpoint's config.toml: the task,
+  // starting point, tokenizer and step rows; the precision and FP8 recipe.
+  Status CheckResumeKeepsTheRun() const;
   Status CheckResumedRecipe() const;
   // `status` if every rank writing a sharded checkpoint succeeded, else an
   // error on all (one rank's failure ends the save on every rank).

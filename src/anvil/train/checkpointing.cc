@@ -2,6 +2,7 @@
 // io::CheckpointWriter (atomic, checksummed) and read back with checks that
 // the run's data and seed are the ones the checkpoint was made with.
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -152,8 +153,32 @@ std::string Trainer::CheckpointIndexJson() const {
   return index.dump(2) + "\n";
 }
 
+namespace {
+
+// Settings a resume keeps (besides those checked against trainer_state.json
+// below): each step's rows, and the FP8 recipe as it ran. A --set over one of
+// them would go on as another run, not this one continued.
+bool KeptOnResume(const std::string& key) {
+  return key == "train.seq_len" || key == "train.fp8_decode" ||
+         key == "train.fp8_high_precision_layers" || key == "train.fp8_grad_format" ||
+         key == "train.fp8_amax_history" || key == "train.fp8_amax_reduction";
+}
+
+}  // namespace
+
 Status Trainer::LoadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info, io::OpenCheckpoint(path));
+  const std::string saved_path = info.dir + "/config.toml";
+  if (std::filesystem::exists(saved_path)) {
+    ASSIGN_OR_RETURN(const Config saved, Config::FromFile(saved_path));
+    const std::vector<std::string> changed = config_.ChangedFrom(saved, KeptOnResume);
+    if (!changed.empty()) {
+      return InvalidArgument(fmt::format(
+          "{}: a resume continues the run as it ran, and this one changes {}; set {} back, or "
+          "start a new run",
+          saved_path, fmt::join(changed, "; "), changed.size() == 1 ? "it" : "them"));
+    }
+  }
   // Weights and optimizer state saved under any layout: this rank takes the
   // part it holds now.
   if (gather_) {  // ZeRO-3: this rank's shard of the weights
@@ -243,6 +268,11 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
         "{}: loader step {} is past the end of an epoch of {} steps; the checkpoint was made "
         "with another batch shape or data",
         state_path, s.loader.step, loaders_[0]->steps_per_epoch()));
+  }
+  if (train_.steps < s.step) {
+    return InvalidArgument(fmt::format(
+        "{}: the run is at step {}, past train.steps = {}; set train.steps = {} or more to go on",
+        state_path, s.step, train_.steps, s.step));
   }
   step_ = s.step;
   tokens_seen_ = s.tokens_seen;

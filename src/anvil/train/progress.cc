@@ -1,4 +1,4 @@
-// Progress line / plain log lines and the SIGINT flag (see progress.h).
+// Progress line / plain log lines and the stop-signal flag (see progress.h).
 #include "anvil/train/progress.h"
 
 #include <fmt/core.h>
@@ -12,12 +12,12 @@
 namespace anvil::train {
 namespace {
 
-std::atomic<bool> g_sigint{false};
+std::atomic<int> g_stop_signal{0};
 
-void OnSigint(int) {
-  if (g_sigint.exchange(true)) {
-    std::signal(SIGINT, SIG_DFL);
-    std::raise(SIGINT);
+void OnStopSignal(int signal) {
+  if (g_stop_signal.exchange(signal) != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
   }
 }
 
@@ -95,15 +95,26 @@ void Progress::Finish() {
   std::fflush(out_);
 }
 
-void InstallSigintHandler() {
+void InstallStopHandler() {
   struct sigaction sa = {};
-  sa.sa_handler = OnSigint;
+  sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool SigintReceived() { return g_sigint.load(); }
-void ResetSigint() { g_sigint.store(false); }
+bool StopRequested() { return g_stop_signal.load() != 0; }
+const char* StopSignalName() {
+  switch (g_stop_signal.load()) {
+    case SIGINT:
+      return "Ctrl-C";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "no signal";
+  }
+}
+void ResetStopSignal() { g_stop_signal.store(0); }
 
 }  // namespace anvil::train

@@ -1,8 +1,9 @@
 // What a person watching a run sees: on a terminal one progress line redrawn
 // in place (step/total, loss, tokens/s, ETA); otherwise a plain line every
-// train.log_every steps. And Ctrl-C: the first SIGINT only sets a flag the
-// loop polls between steps (it then checkpoints and exits cleanly); a second
-// one restores the default action and kills the process.
+// train.log_every steps. And Ctrl-C: the first SIGINT (or SIGTERM, which
+// batch schedulers and `timeout` send) only sets a flag the loop polls
+// between steps (it then checkpoints and exits cleanly); a second one
+// restores the default action and kills the process.
 #pragma once
 
 #include <cstdint>
@@ -39,10 +40,12 @@ class Progress {
   std::string last_line_;
 };
 
-// Installs the SIGINT handler described above (idempotent).
-void InstallSigintHandler();
-bool SigintReceived();
+// Installs the SIGINT / SIGTERM handler described above (idempotent).
+void InstallStopHandler();
+bool StopRequested();
+// "Ctrl-C" or "SIGTERM": what asked the run to stop.
+const char* StopSignalName();
 // For tests: clears the flag.
-void ResetSigint();
+void ResetStopSignal();
 
 }  // namespace anvil::train
