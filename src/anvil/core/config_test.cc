@@ -58,6 +58,27 @@ TEST(Config, ResolvedFloatsAreShortestRoundTrip) {
   EXPECT_EQ(*back->GetDouble("c", 0), 0.1 + 0.2);
 }
 
+// A resume's comparison: only keys read now, selected and saved; numbers as
+// numbers (lr = 3 saved, 3.0 read); each change named with both values.
+TEST(Config, ChangedFromNamesTheSelectedKeysThatDiffer) {
+  auto saved = Config::FromString(kToml, "saved.toml");
+  ASSERT_TRUE(saved.ok());
+  auto now = Config::FromString(kToml, "now.toml");
+  ASSERT_TRUE(now.ok());
+  ASSERT_TRUE(now->Set("model.dim=128").ok());
+  ASSERT_TRUE(now->Set("model.name=small").ok());
+  ASSERT_TRUE(now->GetInt("model.dim", 0).ok());
+  ASSERT_TRUE(now->GetString("model.name", "").ok());
+  ASSERT_TRUE(now->GetDouble("optim.lr", 0).ok());
+  ASSERT_TRUE(now->GetInt("model.new_key", 5).ok());  // not in the saved run
+  const auto model = [](const std::string& key) { return key.starts_with("model."); };
+  EXPECT_EQ(now->ChangedFrom(*saved, model),
+            (std::vector<std::string>{"model.dim = 256 (now: 128)",
+                                      "model.name = 'tiny' (now: 'small')"}));
+  EXPECT_TRUE(
+      now->ChangedFrom(*saved, [](const std::string& k) { return k == "optim.lr"; }).empty());
+}
+
 TEST(Config, ErrorsNameSourceAndKey) {
   Result<Config> c = Config::FromString(kToml, "tiny.toml");
   ASSERT_TRUE(c.ok());
