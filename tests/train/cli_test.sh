@@ -137,6 +137,14 @@ grep -q "first divergence: step 1, layers.1.attn_out (activation)" "$work/diff_f
 "$anvil" probe diff "$work/cprobe_a" "$work/cprobe_f" \
   | grep -q "first divergence: step 4, layers.1.attn_out (activation)" \
   || fail "the planted fault in the checkpoint probe was not named"
+# A fault at a tensor the probe never sees would plant nothing: refused, as
+# is a fault without the probe to find it.
+if "$anvil" probe --ckpt "$work/run" --out "$work/cprobe_x" --probe-fault bogus=1.01 \
+     > "$work/cprobe_x.log" 2>&1; then fail "a fault at an unknown tensor was accepted"; fi
+grep -q "the probe sees no tensor bogus" "$work/cprobe_x.log" || { cat "$work/cprobe_x.log"; fail "unknown fault tensor not named"; }
+if "$anvil" train --config "$work/micro.toml" --out "$work/probe_np" --set train.steps=1 \
+     --probe-fault layers.0.attn_out=2 > "$work/probe_np.log" 2>&1; then fail "--probe-fault without --probe"; fi
+grep -q "add --probe" "$work/probe_np.log" || { cat "$work/probe_np.log"; fail "--probe-fault without --probe: no hint"; }
 printf '1 2 x 3' > "$work/bad_tokens.txt"
 if "$anvil" probe --ckpt "$work/run" --out "$work/cprobe_bad" --tokens "$work/bad_tokens.txt" \
      > "$work/cprobe_bad.log" 2>&1; then fail "a malformed token file was accepted"; fi

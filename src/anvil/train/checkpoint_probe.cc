@@ -58,21 +58,13 @@ Result<CheckpointProbeResult> ProbeCheckpoint(const CheckpointProbeOptions& o) {
   if (o.rows < 1) return InvalidArgument("--rows must be >= 1");
   if (o.seq_len < 0) return InvalidArgument("--seq-len must be >= 0");
   if (o.out_dir.empty()) return InvalidArgument("--out is required");
-  std::string fault_name;
-  float fault_factor = 1;
-  if (!o.fault.empty()) {
-    const size_t eq = o.fault.rfind('=');
-    char* end = nullptr;
-    if (eq != std::string::npos) fault_factor = std::strtof(o.fault.c_str() + eq + 1, &end);
-    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' ||
-        end == o.fault.c_str() + eq + 1) {
-      return InvalidArgument(fmt::format("--probe-fault \"{}\": expected NAME=FACTOR", o.fault));
-    }
-    fault_name = o.fault.substr(0, eq);
-  }
   ASSIGN_OR_RETURN(const model::Precision precision, model::ParsePrecision(o.precision));
   ASSIGN_OR_RETURN(infer::CheckpointModel m,
                    infer::LoadCheckpointModel(o.checkpoint, precision, o.threads, o.rows));
+  ProbeFault fault;  // none: no name matches
+  if (!o.fault.empty()) {
+    ASSIGN_OR_RETURN(fault, ParseProbeFault(o.fault, m.config.n_layers));
+  }
   ASSIGN_OR_RETURN(const int64_t t, infer::RunSeqLen(m, o.seq_len));
   ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
                    BatchTokens(o, m, t));
@@ -94,8 +86,8 @@ Result<CheckpointProbeResult> ProbeCheckpoint(const CheckpointProbeOptions& o) {
   int64_t index = 0;
   model::StepHooks hooks;
   hooks.probe = [&](const std::string& name, float* x, int64_t n) {
-    if (name == fault_name) {
-      for (int64_t i = 0; i < n; ++i) x[i] *= fault_factor;
+    if (name == fault.name) {
+      for (int64_t i = 0; i < n; ++i) x[i] *= fault.factor;
     }
     const bool grad = name.size() > 5 && name.compare(name.size() - 5, 5, ".d_in") == 0;
     writer.Write({.step = step, .index = index++, .name = name,

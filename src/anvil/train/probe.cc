@@ -3,11 +3,11 @@
 
 #include <fmt/core.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "anvil/core/file_util.h"
@@ -71,6 +71,32 @@ void ProbeWriter::Write(const ProbeRecord& r) {
   if (r.stats.fp8_underflow >= 0) j["fp8_underflow"] = r.stats.fp8_underflow;
   std::fputs((j.dump() + "\n").c_str(), file_);
   std::fflush(file_);
+}
+
+Result<ProbeFault> ParseProbeFault(const std::string& text, int64_t n_layers) {
+  const size_t eq = text.rfind('=');
+  char* end = nullptr;
+  const float factor = eq == std::string::npos ? 0.0f : std::strtof(text.c_str() + eq + 1, &end);
+  if (eq == std::string::npos || eq == 0 || end == text.c_str() + eq + 1 || *end != '\0' ||
+      factor == 0.0f) {
+    return InvalidArgument(fmt::format(
+        "--probe-fault \"{}\": expected NAME=FACTOR (e.g. layers.0.attn_out=1.01)", text));
+  }
+  const std::string name = text.substr(0, eq);
+  // The names model::StepHooks::probe is called with (llama.cc).
+  bool known = name == "embed" || name == "head.d_in";
+  for (int64_t l = 0; l < n_layers && !known; ++l) {
+    for (const char* site : {"attn_out", "mlp_out", "attn.d_in", "mlp.d_in"}) {
+      known = known || name == fmt::format("layers.{}.{}", l, site);
+    }
+  }
+  if (!known) {
+    return InvalidArgument(fmt::format(
+        "--probe-fault \"{}\": the probe sees no tensor {} (it sees embed, layers.L.attn_out, "
+        "layers.L.mlp_out, layers.L.attn.d_in and layers.L.mlp.d_in for L < {}, and head.d_in)",
+        text, name, n_layers));
+  }
+  return ProbeFault{.name = name, .factor = factor};
 }
 
 Result<std::vector<ProbeRecord>> ReadProbe(const std::string& run_dir) {

@@ -53,6 +53,16 @@ class ProbeWriter {
   std::FILE* file_ = nullptr;
 };
 
+// A fault planted for the probe to find (--probe-fault NAME=FACTOR, a test
+// of the probe itself): one activation of the residual stream scaled.
+struct ProbeFault {
+  std::string name;  // a name the model's probe calls (model::StepHooks::probe)
+  float factor = 1;
+};
+// Parses NAME=FACTOR; NAME must be one the probe calls for a model of
+// `n_layers` layers (an unknown one would silently plant nothing).
+Result<ProbeFault> ParseProbeFault(const std::string& text, int64_t n_layers);
+
 // The records of RUN_DIR/probe.jsonl, in file order; errors name the line.
 Result<std::vector<ProbeRecord>> ReadProbe(const std::string& run_dir);
 

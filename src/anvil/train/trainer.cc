@@ -317,17 +317,13 @@ Status Trainer::Build() {
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
   hooks_ = MakeStepHooks();
   if (!options_.probe_fault.empty()) {
-    const size_t eq = options_.probe_fault.rfind('=');
-    char* end = nullptr;
-    const float factor = eq == std::string::npos ? 0.0f
-                                                 : std::strtof(options_.probe_fault.c_str() + eq + 1, &end);
-    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || factor == 0.0f) {
-      return InvalidArgument(fmt::format(
-          "--probe-fault \"{}\": expected NAME=FACTOR (e.g. layers.1.attn_out=1.01)",
-          options_.probe_fault));
+    if (!options_.probe) {
+      return InvalidArgument("--probe-fault plants a fault for the probe to find: add --probe");
     }
-    probe_fault_name_ = options_.probe_fault.substr(0, eq);
-    probe_fault_factor_ = factor;
+    ASSIGN_OR_RETURN(const ProbeFault fault,
+                     ParseProbeFault(options_.probe_fault, model_config_.n_layers));
+    probe_fault_name_ = fault.name;
+    probe_fault_factor_ = fault.factor;
   }
 
   // Init always (it also zeroes the layout's padding); a resume then loads.
