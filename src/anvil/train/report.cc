@@ -121,14 +121,25 @@ std::string SummaryTable(const std::vector<RunRecord>& runs) {
        [](const RunRecord& r) {
          const EvalMetrics* best = nullptr;
          for (const EvalMetrics& e : r.evals) {
-           if (std::isfinite(e.val_loss) && (best == nullptr || e.val_loss < best->val_loss)) best = &e;
+           if (std::isfinite(e.val_loss) && (best == nullptr || e.val_loss < best->val_loss))
+             best = &e;
          }
          return best ? fmt::format("{} (step {})", Num(best->val_loss), best->step) : "n/a";
        }},
+      {"final held-out accuracy",
+       [](const RunRecord& r) {
+         if (r.heldout_accuracy.empty()) return std::string("n/a");
+         const auto& [step, accuracy] = r.heldout_accuracy.back();
+         return fmt::format("{:.1f} % (step {})", 100 * accuracy, step);
+       }},
       {"median tokens/s (after step 1)",
-       [](const RunRecord& r) { return Num(Median(SteadyValues(r, &StepMetrics::tokens_per_s)), "{:.0f}"); }},
+       [](const RunRecord& r) {
+         return Num(Median(SteadyValues(r, &StepMetrics::tokens_per_s)), "{:.0f}");
+       }},
       {"median MFU (after step 1)",
-       [](const RunRecord& r) { return Num(100 * Median(SteadyValues(r, &StepMetrics::mfu)), "{:.2f} %"); }},
+       [](const RunRecord& r) {
+         return Num(100 * Median(SteadyValues(r, &StepMetrics::mfu)), "{:.2f} %");
+       }},
       {"memory high-water",
        [](const RunRecord& r) {
          int64_t peak = 0;
@@ -206,6 +217,30 @@ std::string Plots(const std::vector<RunRecord>& runs) {
     html += "<div class=\"card\">" + SvgLinePlot(spec, series) + "</div>\n";
   };
   cell({.title = "Loss", .y_label = "cross-entropy (nats/token)"}, loss);
+  // Post-training: held-out accuracy (sft, rl) and the reward (rl), where logged.
+  const auto pairs = [&](std::vector<std::pair<int64_t, double>> RunRecord::*field, double scale,
+                         bool markers) {
+    std::vector<PlotSeries> out;
+    bool any = false;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      Points p;
+      for (const auto& [step, v] : runs[i].*field)
+        p.emplace_back(static_cast<double>(step), scale * v);
+      any = any || !p.empty();
+      out.push_back({.label = compare ? runs[i].name : "",
+                     .color = kColors[i],
+                     .markers = markers,
+                     .points = std::move(p)});
+    }
+    return any ? out : std::vector<PlotSeries>{};
+  };
+  if (auto accuracy = pairs(&RunRecord::heldout_accuracy, 100, true); !accuracy.empty()) {
+    cell({.title = "Held-out accuracy", .y_label = "problems solved (%)", .zero_based = true},
+         accuracy);
+  }
+  if (auto reward = pairs(&RunRecord::rewards, 1, false); !reward.empty()) {
+    cell({.title = "Reward", .y_label = "mean reward of the step's samples"}, reward);
+  }
   cell({.title = "Learning rate", .y_label = "learning rate", .zero_based = true},
        per_run([](const StepMetrics& s) { return s.lr; }));
   cell({.title = "Gradient norm", .y_label = "global L2 norm (before clipping)"},

@@ -1,6 +1,7 @@
 // `anvil report`: one self-contained HTML page of a training run (or two
 // overlaid): loss with validation loss, learning rate, grad norm, tokens/s,
-// MFU and memory high-water over steps as inline SVG, a summary table, the
+// MFU and memory high-water over steps as inline SVG (for `anvil sft` and
+// `anvil rl` runs also held-out accuracy and reward), a summary table, the
 // resolved config (differing keys highlighted when comparing) and the
 // machine. The page fetches nothing — no scripts, fonts, styles or images
 // from elsewhere — so it opens offline and can be archived or mailed as is.

@@ -58,7 +58,10 @@ Status ParseMetricsJsonl(const std::string& text, const std::string& path, RunRe
       return InvalidArgument(fmt::format("{}: not a metrics line (no integer \"step\")", where));
     }
     const int64_t step = j["step"].get<int64_t>();
-    if (j.contains("val_loss")) {  // the trainer's EvalMetrics line
+    if (j.contains("heldout_accuracy")) {  // a post-training run's evaluation
+      ASSIGN_OR_RETURN(const double accuracy, Number(j, "heldout_accuracy", where));
+      run.heldout_accuracy.emplace_back(step, accuracy);
+    } else if (j.contains("val_loss")) {  // the trainer's EvalMetrics line
       EvalMetrics e;
       e.step = step;
       ASSIGN_OR_RETURN(e.val_loss, Number(j, "val_loss", where));
@@ -78,12 +81,17 @@ Status ParseMetricsJsonl(const std::string& text, const std::string& path, RunRe
       s.mem_high_water = std::isfinite(mem) ? static_cast<int64_t>(mem) : -1;  // -1: unknown
       s.tokens = j.value("tokens", int64_t{0});
       run.steps.push_back(s);
+      if (j.contains("reward")) {  // an rl step
+        ASSIGN_OR_RETURN(const double reward, Number(j, "reward", where));
+        run.rewards.emplace_back(step, reward);
+      }
     } else {
-      return InvalidArgument(fmt::format("{}: neither \"loss\" nor \"val_loss\"", where));
+      return InvalidArgument(
+          fmt::format("{}: neither \"loss\", \"val_loss\" nor \"heldout_accuracy\"", where));
     }
   }
   if (line_no == 0) return InvalidArgument(fmt::format("{}: empty (no steps logged yet?)", path));
-  if (run.steps.empty() && run.evals.empty()) {
+  if (run.steps.empty() && run.evals.empty() && run.heldout_accuracy.empty()) {
     return InvalidArgument(fmt::format("{}: no metrics lines", path));
   }
   return Status::Ok();
@@ -100,8 +108,9 @@ Result<RunRecord> LoadRun(const std::string& run_dir) {
 
   const std::string metrics_path = (fs::path(run_dir) / "metrics.jsonl").string();
   if (!fs::exists(metrics_path, ec)) {
-    return NotFound(fmt::format("{}: not found (is {} a folder of `anvil train`?)", metrics_path,
-                                run_dir));
+    return NotFound(
+        fmt::format("{}: not found (is {} a folder of `anvil train`, `anvil sft` or `anvil rl`?)",
+                    metrics_path, run_dir));
   }
   ASSIGN_OR_RETURN(const std::string text, ReadFile(metrics_path));
   RETURN_IF_ERROR(ParseMetricsJsonl(text, metrics_path, run));

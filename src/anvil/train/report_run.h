@@ -21,6 +21,10 @@ struct RunRecord {
   // from an older anvil with fewer fields still renders.
   std::vector<StepMetrics> steps;
   std::vector<EvalMetrics> evals;
+  // Post-training runs (`anvil sft`, `anvil rl`): held-out accuracy at each
+  // evaluation, and (rl) the mean reward of each step, as (step, value).
+  std::vector<std::pair<int64_t, double>> heldout_accuracy;
+  std::vector<std::pair<int64_t, double>> rewards;
   std::optional<std::string> config_toml;  // absent: see config_note
   std::string config_note;
   std::vector<std::pair<std::string, std::string>> machine;  // empty: see machine_note

@@ -199,6 +199,27 @@ TEST_F(ReportTest, MissingFieldsAndNoValidationStillRender) {
   ExpectSelfContained(html);
 }
 
+// `anvil sft` / `anvil rl` folders: their held-out accuracy lines (no loss)
+// and rl steps (a reward, no tokens/s) render, with an accuracy and a
+// reward plot besides the trainer's six, and the final accuracy in the
+// summary.
+TEST_F(ReportTest, PostTrainingRunsRender) {
+  const std::string dir = root_ + "/rl";
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/metrics.jsonl",
+                              "{\"step\":0,\"heldout_accuracy\":0.3,\"eval_seconds\":0.01}\n"
+                              "{\"step\":1,\"lr\":1e-5,\"reward\":0.2,\"loss\":0.01}\n"
+                              "{\"step\":2,\"lr\":2e-5,\"reward\":0.4,\"loss\":0.02}\n"
+                              "{\"step\":2,\"heldout_accuracy\":0.55,\"eval_seconds\":0.01}\n")
+                  .ok());
+  const std::string html = Page({.run_dir = dir});
+  EXPECT_EQ(Count(html, "<svg"), 8u);
+  EXPECT_NE(html.find("Held-out accuracy"), std::string::npos);
+  EXPECT_NE(html.find(">Reward<"), std::string::npos);
+  EXPECT_NE(html.find("55.0 % (step 2)"), std::string::npos);
+  ExpectSelfContained(html);
+}
+
 TEST(ReportPlotTest, NiceTicksBracketTheData) {
   EXPECT_EQ(NiceTicks(0, 10, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
   const std::vector<double> t = NiceTicks(2.37, 9.1, 5);
