@@ -34,7 +34,7 @@ int RunDiff(const ProbeDiffOptions& o) {
   for (const auto* r : {&a, &b}) {
     if (!r->ok()) {
       fmt::print(stderr, "anvil probe diff: {}\n", r->status().ToString());
-      return 1;
+      return 2;
     }
   }
   const train::ProbeDiff d = train::DiffProbes(*a, *b, o.tolerance);
@@ -55,10 +55,17 @@ int RunDiff(const ProbeDiffOptions& o) {
   }
   const train::ProbeRecord& ra = (*a)[d.first_divergence];
   const train::ProbeRecord& rb = (*b)[d.first_divergence];
+  if (d.shapes_differ) {
+    fmt::print(stderr,
+               "anvil probe diff: step {}, {} ({}) holds {} values in {} and {} in {}: the "
+               "records are of another model, batch or sequence length, and do not compare\n",
+               ra.step, ra.name, ra.kind, ra.stats.count, o.a, rb.stats.count, o.b);
+    return 2;
+  }
   fmt::print("first divergence: step {}, {} ({}), distance {:.3g} > {:g}\n  {}: {}\n  {}: {}\n",
              ra.step, ra.name, ra.kind, d.distances.back(), o.tolerance, o.a, Stats(ra), o.b,
              Stats(rb));
-  return 0;
+  return 1;
 }
 
 }  // namespace
@@ -106,6 +113,9 @@ void AddProbeCommand(CLI::App& app) {
                    "Largest relative difference of rms or max |x| that still agrees")
       ->capture_default_str();
   diff->add_option("--rows", o->rows, "Entries shown before the divergence")->capture_default_str();
+  diff->footer(
+      "Exit status, as diff(1)'s: 0 when the records agree, 1 at a divergence, 2 when they "
+      "cannot be compared (missing or malformed, or of another model, batch or sequence length).");
   diff->callback([o] {
     if (const int rc = RunDiff(*o); rc != 0) throw CLI::RuntimeError(rc);
   });

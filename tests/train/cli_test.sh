@@ -121,7 +121,9 @@ done
   --probe-fault layers.1.attn_out=1.05 > "$work/probe_f.log" 2>&1 || { cat "$work/probe_f.log"; fail "train probe_f"; }
 "$anvil" probe diff "$work/probe_a" "$work/probe_b" > "$work/diff_same.log" || fail "probe diff"
 grep -q "no divergence beyond" "$work/diff_same.log" || { cat "$work/diff_same.log"; fail "identical runs parted"; }
-"$anvil" probe diff "$work/probe_a" "$work/probe_f" > "$work/diff_fault.log" || fail "probe diff (fault)"
+rc=0
+"$anvil" probe diff "$work/probe_a" "$work/probe_f" > "$work/diff_fault.log" || rc=$?
+[ "$rc" = 1 ] || { cat "$work/diff_fault.log"; fail "probe diff at a divergence: exit $rc, want 1"; }
 grep -q "first divergence: step 1, layers.1.attn_out (activation)" "$work/diff_fault.log" \
   || { cat "$work/diff_fault.log"; fail "the planted fault was not named"; }
 
@@ -134,9 +136,16 @@ grep -q "first divergence: step 1, layers.1.attn_out (activation)" "$work/diff_f
   --probe-fault layers.1.attn_out=1.05 > /dev/null 2>&1 || fail "probe --ckpt with a fault"
 "$anvil" probe diff "$work/cprobe_a" "$work/cprobe_b" | grep -q "no divergence beyond" \
   || fail "a checkpoint's probe differs from itself"
-"$anvil" probe diff "$work/cprobe_a" "$work/cprobe_f" \
-  | grep -q "first divergence: step 4, layers.1.attn_out (activation)" \
-  || fail "the planted fault in the checkpoint probe was not named"
+rc=0
+"$anvil" probe diff "$work/cprobe_a" "$work/cprobe_f" > "$work/cdiff_fault.log" || rc=$?
+[ "$rc" = 1 ] && grep -q "first divergence: step 4, layers.1.attn_out (activation)" "$work/cdiff_fault.log" \
+  || { cat "$work/cdiff_fault.log"; fail "the planted fault in the checkpoint probe was not named (exit $rc)"; }
+# Records of another batch (one row, not two) do not compare: said, exit 2.
+"$anvil" probe --ckpt "$work/run" --out "$work/cprobe_r1" --rows 1 > /dev/null 2>&1 || fail "probe --ckpt --rows 1"
+rc=0
+"$anvil" probe diff "$work/cprobe_a" "$work/cprobe_r1" > "$work/cdiff_rows.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "do not compare" "$work/cdiff_rows.log" \
+  || { cat "$work/cdiff_rows.log"; fail "records of another batch compared (exit $rc)"; }
 # A fault at a tensor the probe never sees would plant nothing: refused, as
 # is a fault without the probe to find it.
 if "$anvil" probe --ckpt "$work/run" --out "$work/cprobe_x" --probe-fault bogus=1.01 \

@@ -16,6 +16,7 @@ namespace anvil::train {
 
 ProbeStats ComputeProbeStats(std::span<const float> x, bool fp8_underflow) {
   ProbeStats s;
+  s.count = static_cast<int64_t>(x.size());
   double sum_sq = 0;
   int64_t finite = 0;
   for (const float v : x) {
@@ -64,6 +65,7 @@ void ProbeWriter::Write(const ProbeRecord& r) {
   j["index"] = r.index;
   j["name"] = r.name;
   j["kind"] = r.kind;
+  j["count"] = r.stats.count;
   j["max_abs"] = r.stats.max_abs;
   j["rms"] = r.stats.rms;
   j["nan"] = r.stats.nan;
@@ -119,6 +121,7 @@ Result<std::vector<ProbeRecord>> ReadProbe(const std::string& run_dir) {
       r.index = j.at("index").get<int64_t>();
       r.name = j.at("name").get<std::string>();
       r.kind = j.at("kind").get<std::string>();
+      r.stats.count = j.value("count", int64_t{-1});
       r.stats.max_abs = j.at("max_abs").get<double>();
       r.stats.rms = j.at("rms").get<double>();
       r.stats.nan = j.at("nan").get<int64_t>();
@@ -149,7 +152,10 @@ ProbeDiff DiffProbes(const std::vector<ProbeRecord>& a, const std::vector<ProbeR
   ProbeDiff d;
   const size_t n = std::min(a.size(), b.size());
   for (size_t i = 0; i < n; ++i) {
-    const double dist = ProbeDistance(a[i], b[i]);
+    const int64_t na = a[i].stats.count, nb = b[i].stats.count;
+    d.shapes_differ = na >= 0 && nb >= 0 && na != nb;
+    const double dist =
+        d.shapes_differ ? std::numeric_limits<double>::infinity() : ProbeDistance(a[i], b[i]);
     d.distances.push_back(dist);
     ++d.compared;
     if (dist > tolerance) {

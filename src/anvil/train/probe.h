@@ -19,6 +19,7 @@
 namespace anvil::train {
 
 struct ProbeStats {
+  int64_t count = -1;  // values in the tensor; -1: a record from before counts
   double max_abs = 0;
   double rms = 0;
   int64_t nan = 0;
@@ -74,6 +75,9 @@ double ProbeDistance(const ProbeRecord& a, const ProbeRecord& b);
 struct ProbeDiff {
   int64_t compared = 0;         // entries walked (both records, in order)
   int64_t first_divergence = -1;  // its position among them, -1: none beyond the tolerance
+  // The tensors at first_divergence hold different counts of values: the two
+  // records are of another model, batch or sequence length, not comparable.
+  bool shapes_differ = false;
   std::vector<double> distances;  // per entry walked
 };
 ProbeDiff DiffProbes(const std::vector<ProbeRecord>& a, const std::vector<ProbeRecord>& b,
