@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -187,6 +188,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     m.grad_norm = grad_norm;
     m.seconds = watch.Seconds();
     m.tokens_per_s = static_cast<double>(batch_size * t_len) / std::max(m.seconds, 1e-9);
+    m.mfu = std::numeric_limits<double>::quiet_NaN();  // no peak measured for a short job
     m.tokens = tokens_seen;
     m.mem_high_water = train::PeakRssBytes();
     if (run->writer()) run->metrics().Write(m);

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -63,7 +64,7 @@ void MetricsWriter::Write(const StepMetrics& m) {
   j["lr"] = m.lr;
   j["grad_norm"] = m.grad_norm;
   j["tokens_per_s"] = m.tokens_per_s;
-  j["mfu"] = m.mfu;
+  if (!std::isnan(m.mfu)) j["mfu"] = m.mfu;
   j["mem_high_water"] = m.mem_high_water;
   j["tokens"] = m.tokens;
   j["step_seconds"] = m.seconds;

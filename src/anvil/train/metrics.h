@@ -18,7 +18,7 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;    // global L2 norm before clipping
   double tokens_per_s = 0;
-  double mfu = 0;          // model FLOPs / s over the measured peak
+  double mfu = 0;              // model FLOPs / s over the measured peak; NaN: not measured
   int64_t mem_high_water = 0;  // process peak resident bytes
   int64_t tokens = 0;      // training tokens seen so far
   double seconds = 0;      // this step's wall time

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 
 #include "anvil/core/clock.h"
@@ -49,6 +50,8 @@ void Progress::OnStep(const StepMetrics& m) {
   smoothed_tps_ = smoothed_tps_ == 0 ? m.tokens_per_s : 0.9 * smoothed_tps_ + 0.1 * m.tokens_per_s;
   // MFU of the smoothed rate (per-token FLOPs are fixed, so it scales).
   const double mfu = m.tokens_per_s > 0 ? m.mfu * smoothed_tps_ / m.tokens_per_s : 0.0;
+  // "  mfu x%", or nothing where the run does not measure its peak (sft).
+  const std::string mfu_text = std::isnan(mfu) ? "" : fmt::format("  mfu {:.1f}%", 100 * mfu);
   const double elapsed = NowSeconds() - start_;
   const int64_t done = m.step - first_step_;
   const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - m.step) : -1;
@@ -56,16 +59,14 @@ void Progress::OnStep(const StepMetrics& m) {
     const int width = 24;
     const int filled = static_cast<int>(width * m.step / std::max<int64_t>(1, total_));
     const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
-    last_line_ = fmt::format("[{}] step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
-                             "ETA {}",
-                             bar, m.step, total_, m.loss, m.lr, smoothed_tps_, 100 * mfu,
-                             Duration(eta));
+    last_line_ = fmt::format("[{}] step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s{}  ETA {}", bar,
+                             m.step, total_, m.loss, m.lr, smoothed_tps_, mfu_text, Duration(eta));
     std::fputs(("\r\033[2K" + last_line_).c_str(), out_);
     line_open_ = true;
   } else if (m.step % log_every_ == 0 || m.step == total_ || done == 1) {
-    std::fputs(fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  grad_norm {:.3f}  {:.0f} tok/s  "
-                           "mfu {:.1f}%  elapsed {}  ETA {}\n",
-                           m.step, total_, m.loss, m.lr, m.grad_norm, smoothed_tps_, 100 * mfu,
+    std::fputs(fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  grad_norm {:.3f}  {:.0f} tok/s{}  "
+                           "elapsed {}  ETA {}\n",
+                           m.step, total_, m.loss, m.lr, m.grad_norm, smoothed_tps_, mfu_text,
                            Duration(elapsed), Duration(eta))
                    .c_str(),
                out_);
