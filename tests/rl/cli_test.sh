@@ -60,6 +60,11 @@ grep -q "fp8-block, mxfp8 or fp8-delayed" "$work/rl-tensor.log" || { cat "$work/
 
 "$anvil" generate --ckpt "$work/rl" --prompt "1+2=" --greedy --max-new 3 > "$work/gen.log" 2>&1 \
   || { cat "$work/gen.log"; fail "generate from the rl checkpoint"; }
+# An export names the special tokens, so a Hugging Face generate() stops at <|eos|>.
+"$anvil" export --ckpt "$work/rl" --out "$work/rl_hf" > "$work/export.log" 2>&1 \
+  || { cat "$work/export.log"; fail "export of the rl checkpoint"; }
+/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert (c["bos_token_id"], c["eos_token_id"], c["pad_token_id"]) == (256, 257, 258), c' \
+  "$work/rl_hf/config.json" || fail "the export's config.json lacks the special tokens' ids"
 
 # The rollout benchmark on the RL checkpoint, with a trace of each timed
 # batch (two batch sizes: one file each).

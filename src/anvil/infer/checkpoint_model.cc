@@ -60,7 +60,7 @@ Status RestoreDelayedScales(const std::string& dir, model::Fp8DelayedScaling* de
   std::string path = dir + "/trainer_state.json";
   if (!std::filesystem::exists(path)) path = dir + "/state.json";
   auto text = ReadFile(path);
-  if (!text.ok()) return Status::Ok();  // an exported checkpoint: no run state
+  if (!text.ok()) return Status::Ok();  // no run state (a bare checkpoint)
   std::vector<double> state;
   try {
     const nlohmann::json j = nlohmann::json::parse(*text);
@@ -169,9 +169,9 @@ Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,
 std::string DelayedScalingNote(const CheckpointModel& m, model::Precision precision) {
   if (precision != model::Precision::kFp8Delayed || m.forward_weights().ScalesFixed()) return "";
   return fmt::format(
-      "fp8-delayed: {} lacks amax histories for FP8 tensors (an exported "
-      "checkpoint, or a run in another precision), so those are scaled by their "
-      "current amax, as fp8-tensor does",
+      "fp8-delayed: {} lacks amax histories for FP8 tensors (a checkpoint "
+      "without run state, or a run in another precision), so those are scaled by "
+      "their current amax, as fp8-tensor does",
       m.info.dir);
 }
 

@@ -4,8 +4,10 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "anvil/core/file_util.h"
+#include "anvil/data/tokenizer_json.h"
 #include "anvil/infer/generate.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/model/checkpoint_weights.h"
@@ -26,7 +28,16 @@ Result<ExportResult> ExportCheckpoint(const ExportOptions& options) {
   model::LlamaParams params(mc, /*with_bf16=*/false);
   RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, params));
   RETURN_IF_ERROR(MakeDirectories(options.out));
+  ASSIGN_OR_RETURN(const data::Tokenizer tok, data::LoadTokenizer(tokenizer));
   RETURN_IF_ERROR(model::SaveHfCheckpoint(options.out, params));
+  // The special tokens' ids in config.json, so a Hugging Face generate()
+  // starts and stops where anvil's does (at <|eos|>).
+  const std::string config_path = options.out + "/config.json";
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(model::HfConfigJson(mc));
+  config["bos_token_id"] = tok.bos_id();
+  config["eos_token_id"] = tok.eos_id();
+  config["pad_token_id"] = tok.pad_id();
+  RETURN_IF_ERROR(WriteFileAtomic(config_path, config.dump(2) + "\n"));
   ASSIGN_OR_RETURN(const std::string tokenizer_text, ReadFile(tokenizer));
   RETURN_IF_ERROR(WriteFileAtomic(options.out + "/tokenizer.json", tokenizer_text));
   return ExportResult{.checkpoint_dir = info.dir, .step = info.step, .parameters = mc.NumParams()};
