@@ -179,6 +179,11 @@ Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested) {
   int64_t t = requested;
   if (t == 0) {
     ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    if (!run.Has("train.seq_len")) {
+      return InvalidArgument(fmt::format(
+          "{}/config.toml: no train.seq_len (not a run of `anvil train`); pass --seq-len",
+          m.info.dir));
+    }
     ASSIGN_OR_RETURN(t, run.GetInt("train.seq_len", 0));
   }
   if (t < 1 || t > m.config.max_seq_len) {

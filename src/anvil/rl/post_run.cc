@@ -195,8 +195,9 @@ Status PostRun::CheckResumedRecipe() const {
 }
 
 // What a resume keeps besides the recipe (CheckResumedRecipe): the task, the
-// starting point and KL reference, the tokenizer, and the rows of a step. A
-// --set over one of them would go on as another run, not this one continued.
+// starting point and KL reference, the tokenizer, and the rows of a step
+// (their layout, grad_accum and ranks, may change). A --set over one of them
+// would go on as another run, not this one continued.
 Status PostRun::CheckResumeKeepsTheRun() const {
   if (run_.steps < step_) {
     return InvalidArgument(fmt::format(
@@ -208,8 +209,8 @@ Status PostRun::CheckResumeKeepsTheRun() const {
   const std::string kind = kind_;
   const auto kept = [&kind](const std::string& key) {
     return key.starts_with("task.") || key == kind + ".init" || key == "sft.tokenizer" ||
-           key == "sft.batch_size" || key == "sft.grad_accum" || key == "rl.group_size" ||
-           key == "rl.prompts_per_step" || key == "rl.reference";
+           key == "sft.batch_size" || key == "rl.group_size" || key == "rl.prompts_per_step" ||
+           key == "rl.reference";
   };
   const std::vector<std::string> changed = config_.ChangedFrom(saved, kept);
   if (changed.empty()) return Status::Ok();

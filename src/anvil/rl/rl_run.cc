@@ -65,6 +65,16 @@ struct RlRunConfig {
     RlRunConfig c;
     ASSIGN_OR_RETURN(c.prompts_per_step, config.GetInt("rl.prompts_per_step", c.prompts_per_step));
     ASSIGN_OR_RETURN(c.group_size, config.GetInt("rl.group_size", c.group_size));
+    // First: the checks below (minibatches) divide by these.
+    if (c.prompts_per_step < 1 || c.prompts_per_step > 4096) {
+      return InvalidArgument(
+          fmt::format("rl.prompts_per_step = {}: expected 1..4096", c.prompts_per_step));
+    }
+    if (c.group_size < 2 || c.group_size > 256) {
+      return InvalidArgument(
+          fmt::format("rl.group_size = {}: expected 2..256 (advantages are relative to the group)",
+                      c.group_size));
+    }
     ASSIGN_OR_RETURN(c.rollout_batch, config.GetInt("rl.rollout_batch", c.rollout_batch));
     ASSIGN_OR_RETURN(c.format_weight, config.GetDouble("rl.format_weight", c.format_weight));
     PolicyLossConfig& loss = c.step.loss;
@@ -156,19 +166,18 @@ struct RlRunConfig {
           "rl.kl_coef = {}: expected >= 0, and a penalty needs rl.reference = true",
           loss.kl_coef));
     }
-    if (c.prompts_per_step < 1 || c.prompts_per_step > 4096 || c.group_size < 2 ||
-        c.group_size > 256) {
-      return InvalidArgument(fmt::format(
-          "rl.prompts_per_step = {} (1..4096) and rl.group_size = {} (2..256: advantages are "
-          "relative to the group)",
-          c.prompts_per_step, c.group_size));
+    if (c.rollout_batch < 0) {
+      return InvalidArgument(fmt::format("rl.rollout_batch = {}: expected >= 0", c.rollout_batch));
     }
-    if (c.rollout_batch < 0 || c.format_weight < 0 || c.format_weight >= 1 ||
-        loss.clip_low <= 0 || loss.clip_low >= 1 || loss.clip_high <= 0) {
-      return InvalidArgument(fmt::format(
-          "rl.rollout_batch = {} (>= 0), rl.format_weight = {} ([0, 1)), rl.clip_low = {} "
-          "((0, 1)), rl.clip_high = {} (> 0)",
-          c.rollout_batch, c.format_weight, loss.clip_low, loss.clip_high));
+    if (!(c.format_weight >= 0 && c.format_weight < 1)) {
+      return InvalidArgument(
+          fmt::format("rl.format_weight = {}: expected in [0, 1)", c.format_weight));
+    }
+    if (!(loss.clip_low > 0 && loss.clip_low < 1)) {
+      return InvalidArgument(fmt::format("rl.clip_low = {}: expected in (0, 1)", loss.clip_low));
+    }
+    if (!(loss.clip_high > 0)) {
+      return InvalidArgument(fmt::format("rl.clip_high = {}: expected > 0", loss.clip_high));
     }
     return c;
   }

@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <utility>
+
 namespace anvil::rl {
 
 Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::string& section) {
@@ -39,12 +41,16 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
   RETURN_IF_ERROR(positive("eval_batch", c.eval_batch));
   RETURN_IF_ERROR(positive("max_new", c.max_new));
   RETURN_IF_ERROR(positive("log_every", c.log_every));
-  if (c.seed < 0 || c.eval_every < 0 || c.checkpoint_every < 0 || c.keep_checkpoints < 0 ||
-      c.threads < 0 || c.threads > 1024 || c.max_minutes < 0) {
-    return InvalidArgument(fmt::format(
-        "{0}seed, {0}eval_every, {0}checkpoint_every, {0}keep_checkpoints, {0}max_minutes must "
-        "be >= 0 and {0}threads in 0..1024",
-        p));
+  for (const auto& [key, v] : {std::pair<const char*, double>{"seed", c.seed},
+                               {"eval_every", c.eval_every},
+                               {"checkpoint_every", c.checkpoint_every},
+                               {"keep_checkpoints", c.keep_checkpoints},
+                               {"max_minutes", c.max_minutes}}) {
+    if (!(v >= 0)) return InvalidArgument(fmt::format("{}{} = {}: expected >= 0", p, key, v));
+  }
+  if (c.threads < 0 || c.threads > 1024) {
+    return InvalidArgument(
+        fmt::format("{}threads = {}: expected 0 (ANVIL_THREADS or all) .. 1024", p, c.threads));
   }
   if (c.zero != 0 && c.zero != 1) {
     return InvalidArgument(fmt::format(

@@ -22,6 +22,9 @@ namespace {
 
 Result<data::Tokenizer> SftTokenizer(const std::string& name) {
   if (name == "bytes") return data::ByteTokenizer();
+  if (name == "from sft.init") {  // as a run from sft.init records it
+    return InvalidArgument("sft.tokenizer = \"from sft.init\" needs sft.init set");
+  }
   return data::LoadTokenizer(name);
 }
 
@@ -94,6 +97,16 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
                    PostRun::Create(std::move(config), "sft", options,
                                    SlotRowsAtMost(batch_size, 1, ranks * grad_accum), fresh));
   Policy& policy = run->policy();
+  if (!run->loaded_from().empty() && !options.resume) {
+    // Started from sft.init: its checkpoint's tokenizer, whatever sft.tokenizer says.
+    if (run->raw_config().Has("sft.tokenizer")) {
+      return InvalidArgument(fmt::format(
+          "sft.tokenizer = \"{}\": the run starts from {} and keeps its tokenizer; drop "
+          "sft.tokenizer (it names the tokenizer of a model made from scratch)",
+          tokenizer, run->loaded_from()));
+    }
+    run->raw_config().Resolve("sft.tokenizer", std::string("from sft.init"));
+  }
   if (!run->loaded_from().empty() && run->raw_config().Has("model.dim")) {
     // A [model] section beside a checkpoint (sft.init, or a resumed fresh
     // run) must describe it.
