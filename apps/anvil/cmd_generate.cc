@@ -13,19 +13,28 @@ namespace anvil::cli {
 namespace {
 
 int RunGenerate(const infer::GenerateOptions& o) {
-  std::fputs(o.prompt.c_str(), stdout);
-  std::fflush(stdout);
+  // The prompt goes out with the first new text (or at the end), so a
+  // request refused on its arguments or checkpoint leaves stdout empty.
+  bool prompt_shown = false;
+  const auto show_prompt = [&] {
+    if (prompt_shown) return;
+    std::fputs(o.prompt.c_str(), stdout);
+    prompt_shown = true;
+  };
   auto r = infer::Generate(
       o,
-      [](std::string_view piece) {
+      [&](std::string_view piece) {
+        show_prompt();
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       },
       [](const std::string& notice) { fmt::print(stderr, "\n[anvil generate: {}]\n", notice); });
   if (!r.ok()) {
+    std::fflush(stdout);
     fmt::print(stderr, "\nanvil generate: {}\n", r.status().ToString());
     return 1;
   }
+  show_prompt();
   std::string quant;
   if (o.quant != "none") {
     quant = fmt::format("; {} layer weights {:.1f} MiB, quantized in {:.2f} s", o.quant,

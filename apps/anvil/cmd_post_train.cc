@@ -256,7 +256,8 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
 void AddPostOptions(CLI::App* cmd, PostOptions& o, const char* what) {
   cmd->add_option("--config", o.config, what);
   cmd->add_option("--set", o.sets, "Override a config key: key=value (repeatable)");
-  cmd->add_option("--out", o.out, "Run folder (default: runs/<config name>)");
+  cmd->add_option("--out", o.out, "Run folder (default: runs/<config name>)")
+      ->check(NonEmptyPath());
   cmd->add_option("--resume", o.resume, "Continue the run in this folder from its latest checkpoint");
 }
 

@@ -202,7 +202,8 @@ void AddTrainCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Pre-train a Llama model from a TOML config");
   cmd->add_option("--config", o->config, "Run config (TOML: [model], [train], [optim], [data])");
   cmd->add_option("--set", o->sets, "Override a config key: key=value (repeatable)");
-  cmd->add_option("--out", o->out, "Run folder (default: runs/<config name>)");
+  cmd->add_option("--out", o->out, "Run folder (default: runs/<config name>)")
+      ->check(NonEmptyPath());
   cmd->add_option("--resume", o->resume, "Continue the run in this folder from its latest checkpoint");
   cmd->add_flag("--trace", o->trace, "Write a Chrome trace (trace.json) of a few steps");
   cmd->add_flag("--probe", o->probe,

@@ -9,6 +9,16 @@ namespace anvil::cli {
 // limit ANVIL_THREADS has.
 inline CLI::Range ThreadsRange() { return CLI::Range(0, 1024); }
 
+// A path given as "" is a mistake (an unset shell variable), not a request
+// for the default.
+inline CLI::Validator NonEmptyPath() {
+  return CLI::Validator(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty path") : std::string();
+      },
+      "PATH");
+}
+
 void AddEnvCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddBenchGemm(CLI::App& bench);

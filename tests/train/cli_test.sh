@@ -81,6 +81,17 @@ for cmd in "generate --ckpt $work/run --prompt the" "eval --ckpt $work/run" "pro
   [ "$rc" != 0 ] && [ "$rc" != 134 ] || { cat "$work/threads_bad.log"; fail "$cmd --threads -1: exit $rc"; }
   grep -q -- "--threads" "$work/threads_bad.log" || { cat "$work/threads_bad.log"; fail "$cmd: --threads not named"; }
 done
+# A refused request prints no prompt: stdout stays empty.
+if "$anvil" generate --ckpt "$work/no_such_run" --prompt "the jury" > "$work/gen_none.out" 2> /dev/null; then
+  fail "generate from a missing checkpoint"
+fi
+[ ! -s "$work/gen_none.out" ] || fail "a refused generate printed to stdout"
+# An empty --out is a mistake, not the default folder.
+if "$anvil" train --config "$work/micro.toml" --out "" > "$work/out_empty.log" 2>&1; then fail "--out '' accepted"; fi
+grep -q -- "--out: an empty path" "$work/out_empty.log" || { cat "$work/out_empty.log"; fail "empty --out not named"; }
+# More windows than the validation shard holds: all of them, and it says so.
+"$anvil" eval --ckpt "$work/run" --windows 100000 > "$work/eval_many.log" 2>&1 || { cat "$work/eval_many.log"; fail "eval --windows 100000"; }
+grep -q "the validation shard holds .* windows" "$work/eval_many.log" || { cat "$work/eval_many.log"; fail "no note of the windows evaluated"; }
 # A temperature too small to sample soundly is refused, pointing at --greedy.
 if "$anvil" generate --ckpt "$work/run" --prompt "the" --temperature 1e-20 > "$work/temp.log" 2>&1; then
   fail "--temperature 1e-20 accepted"

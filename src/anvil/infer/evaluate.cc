@@ -73,6 +73,12 @@ Result<EvalResult> EvaluateCheckpoint(const EvalOptions& options,
   r.loss = nll / static_cast<double>(r.tokens);
   r.perplexity = std::exp(r.loss);
   r.note = DelayedScalingNote(m, precision);
+  if (options.windows > windows) {  // asked for more than the shard holds
+    r.note += fmt::format(
+        "{}--windows {}: the validation shard holds {} windows of {} tokens; all "
+        "of them were evaluated",
+        r.note.empty() ? "" : "; ", options.windows, windows, t);
+  }
   return r;
 }
 

@@ -33,7 +33,8 @@ struct EvalResult {
   double loss = 0;        // mean cross-entropy, nats per token
   double perplexity = 0;  // exp(loss)
   double seconds = 0;     // evaluation only (not loading or quantizing)
-  std::string note;       // what ran differs from what was asked (DelayedScalingNote), or empty
+  std::string note;       // what ran differs from what was asked (DelayedScalingNote, fewer
+                          // windows), or empty
 };
 
 // `on_progress(windows done, windows)` after each window.

@@ -316,6 +316,9 @@ Status Trainer::Build() {
   schedule_ = std::make_unique<optim::LrSchedule>(optim_config_, train_.steps);
   flops_per_token_ = model_config_.FlopsPerToken(train_.seq_len);
   hooks_ = MakeStepHooks();
+  if (options_.probe && train_.probe_steps == 0) {
+    return InvalidArgument("--probe with train.probe_steps = 0 would record nothing: set it >= 1");
+  }
   if (!options_.probe_fault.empty()) {
     if (!options_.probe) {
       return InvalidArgument("--probe-fault plants a fault for the probe to find: add --probe");
@@ -724,10 +727,13 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
   const std::string head = fmt::format(
       "time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}",
       train_.time_budget_minutes, step_seconds, tokens_per_s, step_ - timed_steps + 1, step_);
+  // "about 3.2 min", or seconds for a run under a minute.
+  const std::string expected = plan.expected_seconds < 60
+                                   ? fmt::format("about {:.0f} s", plan.expected_seconds)
+                                   : fmt::format("about {:.1f} min", plan.expected_seconds / 60);
   if (!plan.shortened) {
     if (hooks.on_message) {
-      hooks.on_message(fmt::format("{}; all {} steps fit (about {:.1f} min in all)", head,
-                                   configured, plan.expected_seconds / 60));
+      hooks.on_message(fmt::format("{}; all {} steps fit ({} in all)", head, configured, expected));
     }
     return Status::Ok();
   }
@@ -738,12 +744,12 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
                                : Status::Ok(),
                         "saving the fitted schedule"));
   if (hooks.on_message) {
-    hooks.on_message(fmt::format(
-        "{}; schedule fitted: train.steps {} -> {}{}, about {:.1f} min in all", head, configured,
-        plan.steps,
-        optim_config_.decay_steps == 0 ? fmt::format(" (the cosine now ends at step {})", plan.steps)
-                                       : std::string(),
-        plan.expected_seconds / 60));
+    hooks.on_message(fmt::format("{}; schedule fitted: train.steps {} -> {}{}, {} in all", head,
+                                 configured, plan.steps,
+                                 optim_config_.decay_steps == 0
+                                     ? fmt::format(" (the cosine now ends at step {})", plan.steps)
+                                     : std::string(),
+                                 expected));
   }
   if (hooks.on_message && train_.steps < optim_config_.warmup_steps) {
     hooks.on_message(fmt::format(
