@@ -469,6 +469,20 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     return prompts;
   };
+  // The task must fit the policy's context, with room for an answer: said
+  // here with the problem's text, not by the engine with a prompt's index.
+  {
+    std::vector<Problem> first;
+    const std::vector<std::vector<int32_t>> prompts = step_prompts(run->step(), &first);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (static_cast<int64_t>(prompts[i].size()) >= policy.config.max_seq_len) {
+        return InvalidArgument(fmt::format(
+            "the problem \"{}\" takes {} tokens as a prompt; model.max_seq_len = {} leaves no "
+            "room for its answer (a smaller task, or a model with a longer context)",
+            first[i].prompt, prompts[i].size(), policy.config.max_seq_len));
+      }
+    }
+  }
   // fp8-delayed: a policy loaded without amax histories (a checkpoint of
   // another precision) starts them from the first step's prompts, and the
   // reference, frozen, keeps the init checkpoint's or starts them so too
