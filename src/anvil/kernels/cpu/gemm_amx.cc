@@ -186,6 +186,7 @@ struct Tier {
   static constexpr int64_t kMc = amx::kMc;
   static constexpr int64_t kNc = amx::kNc;
   static constexpr int64_t kInPlaceMaxLdb = 0;  // an f32 B never comes here
+  static constexpr int64_t kInPlaceAliasLdb = 0;
   static constexpr int64_t KBlock(bool) { return kAmxBf16.kc; }
   static constexpr int64_t Steps(bool, int64_t kc) { return TileSteps(kc); }
 

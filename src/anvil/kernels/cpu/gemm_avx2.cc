@@ -133,6 +133,13 @@ struct Tier {
   // 64x3072x768 f32 135-148 -> 111-115 GFLOP/s in place, 32x768x768
   // 157-163 -> 170-172).
   static constexpr int64_t kInPlaceMaxLdb = 1024;
+  // ... unless the rows are a multiple of 2 KiB apart (B 512 or 1024 wide):
+  // then a panel's rows fall in one or two sets of a 4 KiB-way L1, and the
+  // rows the kernel prefetches ahead evict each other. Packed instead
+  // (ANVIL_ISA=avx2 on a Zen 5, 2 threads, old and new in turn, GFLOP/s):
+  // 64x1024x1024 96 -> 159, 32x1024x1024 92 -> 119, 24x1024x1024 101 ->
+  // 114, 64x512x512 153 -> 175, 32x512x512 158 -> 152.
+  static constexpr int64_t kInPlaceAliasLdb = 512;
   static constexpr int64_t KBlock(bool) { return kKc; }
   static constexpr int64_t Steps(bool, int64_t kc) { return kc; }
   template <typename T>

@@ -31,6 +31,8 @@ namespace anvil::kernels::gemm_internal {
 // K must provide:
 //   kMr, kNr, kMc, kNc (int64_t), kKc(bf16) -> K block in elements,
 //   kInPlaceMaxLdb: the widest f32 B rows (in floats) read in place,
+//   kInPlaceAliasLdb: row strides (in floats) that are multiples of it are
+//     packed instead (0: none),
 //   Steps(bf16, kc) -> packed steps of a kc block,
 //   PackA<T>(a_at, lda, trans, rows, kc, uint32_t*), PackB<T>(...),
 //   Micro(bf16, steps, ap, bp, b_step, b_next, float* c, ldc, bool add): B's
@@ -327,8 +329,9 @@ struct Driver {
           const BF16* c = static_cast<const BF16*>(p.c) + mb * p.ldc + jc;
           for (int64_t i = 0; i < mrows; ++i) K::WidenRow(c + i * p.ldc, part + i * ldp, nc);
         }
-        const bool in_place = std::is_same_v<T, float> && p.packed_b == nullptr &&
-                              !p.trans_b && mrows <= kInPlaceRows && p.ldb <= K::kInPlaceMaxLdb;
+        const bool in_place = std::is_same_v<T, float> && p.packed_b == nullptr && !p.trans_b &&
+                              mrows <= kInPlaceRows && p.ldb <= K::kInPlaceMaxLdb &&
+                              (K::kInPlaceAliasLdb == 0 || p.ldb % K::kInPlaceAliasLdb != 0);
         const int64_t full_cols = nc / K::kNr * K::kNr;  // in place: the whole panels
         for (int64_t pc = 0; pc < p.k; pc += kKc) {
           const int64_t kc = Min(kKc, p.k - pc);
