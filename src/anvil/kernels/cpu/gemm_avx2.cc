@@ -50,11 +50,17 @@ void MicroKernel(int64_t steps, const float* ap, const float* bp, int64_t b_step
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const int64_t next = b_next != nullptr ? b_next - bp : 0;
+  // The B micro-panel 16 steps ahead (1 KiB), as the AVX-512 kernel does: a
+  // panel packed once for many calls (PackedB) comes from L3 or DRAM. A B
+  // read in place (b_step: its row stride), 8 rows ahead: its rows share a
+  // few L1 sets (gemm_driver.h), and 16 ahead could evict each other before
+  // use (on a Zen 5, 2 threads, in a slow spell: 64x768x768 159 -> 179
+  // GFLOP/s, 48x768x768 165 -> 192; on the host quiet, +1-3%; 4 ahead
+  // measured as 8, 32 worse than 16).
+  const int64_t ahead = (b_step == kNr ? 16 : 8) * b_step;
 #pragma GCC unroll 4
   for (int64_t s = 0; s < steps; ++s) {
-    // The B micro-panel 16 steps ahead (1 KiB), as the AVX-512 kernel does:
-    // a panel packed once for many calls (PackedB) comes from L3 or DRAM.
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 16 * b_step), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + ahead), _MM_HINT_T0);
     if (next != 0) _mm_prefetch(reinterpret_cast<const char*>(bp + next), _MM_HINT_T1);
     const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
     __m256 a = _mm256_broadcast_ss(ap + 0);
