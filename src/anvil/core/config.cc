@@ -309,6 +309,16 @@ std::vector<std::string> Config::ChangedFrom(
   return changed;
 }
 
+Status RefuseResumeChanges(const std::string& saved_path, const std::vector<std::string>& changed,
+                           const std::string& alternative) {
+  if (changed.empty()) return Status::Ok();
+  std::string list;
+  for (const std::string& c : changed) list += (list.empty() ? "" : "; ") + c;
+  return InvalidArgument(fmt::format(
+      "{}: a resume continues the run as it ran, and this one changes {}; set {} back, or {}",
+      saved_path, list, changed.size() == 1 ? "it" : "them", alternative));
+}
+
 std::string Config::ResolvedToml() const {
   // Group by table: "model.dim" goes under [model].
   std::map<std::string, std::map<std::string, std::string>> tables;

@@ -72,4 +72,10 @@ class Config {
   std::map<std::string, Value> resolved_;
 };
 
+// A resume's refusal of `changed` (ChangedFrom's lines), naming the saved
+// config and what to do instead (`alternative`: "start a new run"); Ok when
+// nothing changed.
+Status RefuseResumeChanges(const std::string& saved_path, const std::vector<std::string>& changed,
+                           const std::string& alternative);
+
 }  // namespace anvil

@@ -96,7 +96,7 @@ std::vector<HfTensor> ToHfTensors(const LlamaParams& params, std::span<const flo
   return out;
 }
 
-std::string HfConfigJson(const ModelConfig& c) {
+std::string HfConfigJson(const ModelConfig& c, const HfTokenIds& token_ids) {
   nlohmann::ordered_json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";
@@ -113,6 +113,7 @@ std::string HfConfigJson(const ModelConfig& c) {
   j["hidden_act"] = "silu";
   j["initializer_range"] = c.init_std;
   j["torch_dtype"] = "float32";
+  for (const auto& [key, id] : token_ids) j[key] = id;
   return j.dump(2) + "\n";
 }
 
@@ -148,13 +149,14 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
   return c;
 }
 
-Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params) {
+Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params,
+                        const HfTokenIds& token_ids) {
   RETURN_IF_ERROR(MakeDirectories(dir));
   const std::vector<HfTensor> tensors = ToHfTensors(params, params.weights());
   std::vector<io::TensorRef> refs;
   for (const HfTensor& t : tensors) refs.push_back({t.name, DType::kF32, t.shape, t.data.data()});
   RETURN_IF_ERROR(io::WriteSafetensors(dir + "/model.safetensors", refs, {{"format", "pt"}}));
-  return WriteFileAtomic(dir + "/config.json", HfConfigJson(params.config()));
+  return WriteFileAtomic(dir + "/config.json", HfConfigJson(params.config(), token_ids));
 }
 
 Status CheckHfConfig(const std::string& dir, const ModelConfig& want) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "anvil/core/status.h"
@@ -27,15 +28,21 @@ struct HfTensor {
 // tensors, in HF's usual order (lm_head.weight omitted when tied).
 std::vector<HfTensor> ToHfTensors(const LlamaParams& params, std::span<const float> buffer);
 
-// The config.json text: architectures ["LlamaForCausalLM"], hidden_size, ...
-std::string HfConfigJson(const ModelConfig& config);
+// Token ids config.json may name ("bos_token_id", ...): a tokenizer's, so a
+// Hugging Face generate() starts and stops as anvil does.
+using HfTokenIds = std::vector<std::pair<std::string, int64_t>>;
+
+// The config.json text: architectures ["LlamaForCausalLM"], hidden_size, ...,
+// then `token_ids`.
+std::string HfConfigJson(const ModelConfig& config, const HfTokenIds& token_ids = {});
 // Reads a config.json written by HfConfigJson (or by HF for a Llama).
 Result<ModelConfig> ReadHfConfig(const std::string& path);
 // The same from its text (`where` names it in errors).
 Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& where);
 
 // dir/model.safetensors (f32) and dir/config.json; dir is created if missing.
-Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params);
+Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params,
+                        const HfTokenIds& token_ids = {});
 // dir/config.json describes `config` (else an error naming the key that differs).
 Status CheckHfConfig(const std::string& dir, const ModelConfig& config);
 // Loads dir/model.safetensors into params' master weights (not the bf16

@@ -2,7 +2,6 @@
 #include "anvil/rl/post_run.h"
 
 #include <fmt/core.h>
-#include <fmt/format.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -195,9 +194,10 @@ Status PostRun::CheckResumedRecipe() const {
 }
 
 // What a resume keeps besides the recipe (CheckResumedRecipe): the task, the
-// starting point and KL reference, the tokenizer, and the rows of a step
-// (their layout, grad_accum and ranks, may change). A --set over one of them
-// would go on as another run, not this one continued.
+// tokenizer, whether there is a KL reference, and the rows of a step (their
+// layout, grad_accum and ranks, may change). A --set over one of them would
+// go on as another run, not this one continued. ({kind}.init may change: a
+// moved folder is named anew.)
 Status PostRun::CheckResumeKeepsTheRun() const {
   if (run_.steps < step_) {
     return InvalidArgument(fmt::format(
@@ -208,16 +208,11 @@ Status PostRun::CheckResumeKeepsTheRun() const {
   ASSIGN_OR_RETURN(const Config saved, Config::FromFile(path));
   const std::string kind = kind_;
   const auto kept = [&kind](const std::string& key) {
-    return key.starts_with("task.") || key == kind + ".init" || key == "sft.tokenizer" ||
-           key == "sft.batch_size" || key == "rl.group_size" || key == "rl.prompts_per_step" ||
-           key == "rl.reference";
+    return key.starts_with("task.") || key == "sft.tokenizer" || key == "sft.batch_size" ||
+           key == "rl.group_size" || key == "rl.prompts_per_step" || key == "rl.reference";
   };
-  const std::vector<std::string> changed = config_.ChangedFrom(saved, kept);
-  if (changed.empty()) return Status::Ok();
-  return InvalidArgument(fmt::format(
-      "{}: a resume continues the run as it ran, and this one changes {}; set {} back, or start "
-      "a new run from the checkpoint ({}.init)",
-      path, fmt::join(changed, "; "), changed.size() == 1 ? "it" : "them", kind_));
+  return RefuseResumeChanges(path, config_.ChangedFrom(saved, kept),
+                             fmt::format("start a new run from the checkpoint ({}.init)", kind_));
 }
 
 Status PostRun::Start() {

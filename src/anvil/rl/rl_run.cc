@@ -299,6 +299,23 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
+  // The task must fit the policy's context with room for an answer, every
+  // step's problems (step_prompts' below): said up front with the problem's
+  // text, not by the engine mid-run with a prompt's index.
+  for (int64_t s = run->step(); s < rc.steps; ++s) {
+    for (int64_t i = 0; i < gc.prompts_per_step; ++i) {
+      const Problem p =
+          MakeProblem(rc.task, Split::kTrain,
+                      kFirstRlProblem + static_cast<uint64_t>(s * gc.prompts_per_step + i));
+      const int64_t n = static_cast<int64_t>(run->policy().PromptTokens(p.prompt).size());
+      if (n >= run->policy().config.max_seq_len) {
+        return InvalidArgument(fmt::format(
+            "the problem \"{}\" takes {} tokens as a prompt; model.max_seq_len = {} leaves no "
+            "room for its answer (a smaller task, or a model with a longer context)",
+            p.prompt, n, run->policy().config.max_seq_len));
+      }
+    }
+  }
   RETURN_IF_ERROR(run->Start());
   Policy& policy = run->policy();
   const kernels::KernelCtx& ctx = *policy.ctx;
@@ -469,20 +486,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     return prompts;
   };
-  // The task must fit the policy's context, with room for an answer: said
-  // here with the problem's text, not by the engine with a prompt's index.
-  {
-    std::vector<Problem> first;
-    const std::vector<std::vector<int32_t>> prompts = step_prompts(run->step(), &first);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      if (static_cast<int64_t>(prompts[i].size()) >= policy.config.max_seq_len) {
-        return InvalidArgument(fmt::format(
-            "the problem \"{}\" takes {} tokens as a prompt; model.max_seq_len = {} leaves no "
-            "room for its answer (a smaller task, or a model with a longer context)",
-            first[i].prompt, prompts[i].size(), policy.config.max_seq_len));
-      }
-    }
-  }
   // fp8-delayed: a policy loaded without amax histories (a checkpoint of
   // another precision) starts them from the first step's prompts, and the
   // reference, frozen, keeps the init checkpoint's or starts them so too

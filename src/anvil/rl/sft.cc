@@ -75,10 +75,12 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   ASSIGN_OR_RETURN(const double stop_at, config.GetDouble("sft.stop_at_accuracy", 0.0));
   ASSIGN_OR_RETURN(const int64_t grad_accum, config.GetInt("sft.grad_accum", 1));
   ASSIGN_OR_RETURN(const double comm_timeout_s, config.GetDouble("comm.timeout_s", 600));
-  if (grad_accum < 1 || grad_accum > 1024 || !(comm_timeout_s > 0)) {
+  if (grad_accum < 1 || grad_accum > 1024) {
     return InvalidArgument(fmt::format(
-        "sft.grad_accum = {} (1..1024 micro-batches a rank and step), comm.timeout_s = {} (> 0)",
-        grad_accum, comm_timeout_s));
+        "sft.grad_accum = {}: expected 1..1024 micro-batches a rank and step", grad_accum));
+  }
+  if (!(comm_timeout_s > 0)) {
+    return InvalidArgument(fmt::format("comm.timeout_s = {}: expected > 0", comm_timeout_s));
   }
   if (!(stop_at >= 0 && stop_at <= 1)) {
     return InvalidArgument(fmt::format("sft.stop_at_accuracy = {}: expected 0 (off) .. 1", stop_at));
@@ -99,7 +101,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   Policy& policy = run->policy();
   if (!run->loaded_from().empty() && !options.resume) {
     // Started from sft.init: its checkpoint's tokenizer, whatever sft.tokenizer says.
-    if (run->raw_config().Has("sft.tokenizer")) {
+    if (run->raw_config().Has("sft.tokenizer") && tokenizer != "from sft.init") {
       return InvalidArgument(fmt::format(
           "sft.tokenizer = \"{}\": the run starts from {} and keeps its tokenizer; drop "
           "sft.tokenizer (it names the tokenizer of a model made from scratch)",

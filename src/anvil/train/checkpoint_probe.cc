@@ -3,7 +3,6 @@
 
 #include <fmt/core.h>
 
-#include <cstdlib>
 #include <sstream>
 #include <vector>
 

@@ -2,7 +2,6 @@
 // io::CheckpointWriter (atomic, checksummed) and read back with checks that
 // the run's data and seed are the ones the checkpoint was made with.
 #include <fmt/core.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -158,10 +157,15 @@ namespace {
 // Settings a resume keeps (besides those checked against trainer_state.json
 // below): each step's rows, and the FP8 recipe as it ran. A --set over one of
 // them would go on as another run, not this one continued.
-bool KeptOnResume(const std::string& key) {
-  return key == "train.seq_len" || key == "train.fp8_decode" ||
-         key == "train.fp8_high_precision_layers" || key == "train.fp8_grad_format" ||
-         key == "train.fp8_amax_history" || key == "train.fp8_amax_reduction";
+// (The FP8 keys only for an FP8 run, the amax ones only for fp8-delayed, the
+// recipe that keeps histories.)
+bool KeptOnResume(const std::string& key, model::Precision precision) {
+  const bool fp8 = model::IsFp8(precision);
+  const bool delayed = precision == model::Precision::kFp8Delayed;
+  return key == "train.seq_len" ||
+         (fp8 && (key == "train.fp8_decode" || key == "train.fp8_high_precision_layers" ||
+                  key == "train.fp8_grad_format")) ||
+         (delayed && (key == "train.fp8_amax_history" || key == "train.fp8_amax_reduction"));
 }
 
 }  // namespace
@@ -171,13 +175,10 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   const std::string saved_path = info.dir + "/config.toml";
   if (std::filesystem::exists(saved_path)) {
     ASSIGN_OR_RETURN(const Config saved, Config::FromFile(saved_path));
-    const std::vector<std::string> changed = config_.ChangedFrom(saved, KeptOnResume);
-    if (!changed.empty()) {
-      return InvalidArgument(fmt::format(
-          "{}: a resume continues the run as it ran, and this one changes {}; set {} back, or "
-          "start a new run",
-          saved_path, fmt::join(changed, "; "), changed.size() == 1 ? "it" : "them"));
-    }
+    const model::Precision precision = train_.precision;
+    const std::vector<std::string> changed = config_.ChangedFrom(
+        saved, [precision](const std::string& key) { return KeptOnResume(key, precision); });
+    RETURN_IF_ERROR(RefuseResumeChanges(saved_path, changed, "start a new run"));
   }
   // Weights and optimizer state saved under any layout: this rank takes the
   // part it holds now.

@@ -4,7 +4,6 @@
 #include <fmt/core.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "anvil/core/file_util.h"
 #include "anvil/data/tokenizer_json.h"
@@ -29,15 +28,11 @@ Result<ExportResult> ExportCheckpoint(const ExportOptions& options) {
   RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, params));
   RETURN_IF_ERROR(MakeDirectories(options.out));
   ASSIGN_OR_RETURN(const data::Tokenizer tok, data::LoadTokenizer(tokenizer));
-  RETURN_IF_ERROR(model::SaveHfCheckpoint(options.out, params));
-  // The special tokens' ids in config.json, so a Hugging Face generate()
-  // starts and stops where anvil's does (at <|eos|>).
-  const std::string config_path = options.out + "/config.json";
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(model::HfConfigJson(mc));
-  config["bos_token_id"] = tok.bos_id();
-  config["eos_token_id"] = tok.eos_id();
-  config["pad_token_id"] = tok.pad_id();
-  RETURN_IF_ERROR(WriteFileAtomic(config_path, config.dump(2) + "\n"));
+  // The special tokens' ids in config.json: a Hugging Face generate() stops at <|eos|>.
+  RETURN_IF_ERROR(model::SaveHfCheckpoint(options.out, params,
+                                          {{"bos_token_id", tok.bos_id()},
+                                           {"eos_token_id", tok.eos_id()},
+                                           {"pad_token_id", tok.pad_id()}}));
   ASSIGN_OR_RETURN(const std::string tokenizer_text, ReadFile(tokenizer));
   RETURN_IF_ERROR(WriteFileAtomic(options.out + "/tokenizer.json", tokenizer_text));
   return ExportResult{.checkpoint_dir = info.dir, .step = info.step, .parameters = mc.NumParams()};

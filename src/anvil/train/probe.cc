@@ -80,7 +80,7 @@ Result<ProbeFault> ParseProbeFault(const std::string& text, int64_t n_layers) {
   char* end = nullptr;
   const float factor = eq == std::string::npos ? 0.0f : std::strtof(text.c_str() + eq + 1, &end);
   if (eq == std::string::npos || eq == 0 || end == text.c_str() + eq + 1 || *end != '\0' ||
-      factor == 0.0f) {
+      factor == 0.0f || !std::isfinite(factor)) {
     return InvalidArgument(fmt::format(
         "--probe-fault \"{}\": expected NAME=FACTOR (e.g. layers.0.attn_out=1.01)", text));
   }
@@ -153,13 +153,15 @@ ProbeDiff DiffProbes(const std::vector<ProbeRecord>& a, const std::vector<ProbeR
   const size_t n = std::min(a.size(), b.size());
   for (size_t i = 0; i < n; ++i) {
     const int64_t na = a[i].stats.count, nb = b[i].stats.count;
-    d.shapes_differ = na >= 0 && nb >= 0 && na != nb;
-    const double dist =
-        d.shapes_differ ? std::numeric_limits<double>::infinity() : ProbeDistance(a[i], b[i]);
+    // Another tensor, or another size: the records are of different runs' shapes.
+    const bool other =
+        a[i].name != b[i].name || a[i].kind != b[i].kind || (na >= 0 && nb >= 0 && na != nb);
+    const double dist = other ? std::numeric_limits<double>::infinity() : ProbeDistance(a[i], b[i]);
     d.distances.push_back(dist);
     ++d.compared;
     if (dist > tolerance) {
       d.first_divergence = static_cast<int64_t>(i);
+      d.shapes_differ = other;
       break;
     }
   }

@@ -55,7 +55,8 @@ class ProbeWriter {
 };
 
 // A fault planted for the probe to find (--probe-fault NAME=FACTOR, a test
-// of the probe itself): one activation of the residual stream scaled.
+// of the probe itself): one tensor the probe sees (an activation of the
+// residual stream or its gradient) scaled by a finite, non-zero factor.
 struct ProbeFault {
   std::string name;  // a name the model's probe calls (model::StepHooks::probe)
   float factor = 1;
@@ -75,8 +76,9 @@ double ProbeDistance(const ProbeRecord& a, const ProbeRecord& b);
 struct ProbeDiff {
   int64_t compared = 0;         // entries walked (both records, in order)
   int64_t first_divergence = -1;  // its position among them, -1: none beyond the tolerance
-  // The tensors at first_divergence hold different counts of values: the two
-  // records are of another model, batch or sequence length, not comparable.
+  // The entries at first_divergence are of other tensors, or hold different
+  // counts of values: the two records are of another model, batch or
+  // sequence length, not comparable.
   bool shapes_differ = false;
   std::vector<double> distances;  // per entry walked
 };

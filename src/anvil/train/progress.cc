@@ -113,7 +113,7 @@ const char* StopSignalName() {
     case SIGTERM:
       return "SIGTERM";
     default:
-      return "no signal";
+      return "another rank's stop signal";
   }
 }
 void ResetStopSignal() { g_stop_signal.store(0); }

@@ -43,7 +43,8 @@ class Progress {
 // Installs the SIGINT / SIGTERM handler described above (idempotent).
 void InstallStopHandler();
 bool StopRequested();
-// "Ctrl-C" or "SIGTERM": what asked the run to stop.
+// "Ctrl-C" or "SIGTERM": what asked the run to stop (on a rank that got
+// neither, another rank's).
 const char* StopSignalName();
 // For tests: clears the flag.
 void ResetStopSignal();

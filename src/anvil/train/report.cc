@@ -121,8 +121,9 @@ std::string SummaryTable(const std::vector<RunRecord>& runs) {
        [](const RunRecord& r) {
          const EvalMetrics* best = nullptr;
          for (const EvalMetrics& e : r.evals) {
-           if (std::isfinite(e.val_loss) && (best == nullptr || e.val_loss < best->val_loss))
+           if (std::isfinite(e.val_loss) && (best == nullptr || e.val_loss < best->val_loss)) {
              best = &e;
+           }
          }
          return best ? fmt::format("{} (step {})", Num(best->val_loss), best->step) : "n/a";
        }},
@@ -224,8 +225,9 @@ std::string Plots(const std::vector<RunRecord>& runs) {
     bool any = false;
     for (size_t i = 0; i < runs.size(); ++i) {
       Points p;
-      for (const auto& [step, v] : runs[i].*field)
+      for (const auto& [step, v] : runs[i].*field) {
         p.emplace_back(static_cast<double>(step), scale * v);
+      }
       any = any || !p.empty();
       out.push_back({.label = compare ? runs[i].name : "",
                      .color = kColors[i],

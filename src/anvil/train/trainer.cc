@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -18,11 +17,11 @@
 #include "anvil/kernels/attention.h"
 #include "anvil/model/attention_block.h"
 #include "anvil/model/head_block.h"
+#include "anvil/parallel/plan.h"
+#include "anvil/parallel/weight_gather.h"
 #include "anvil/profile/machine.h"
 #include "anvil/profile/peak.h"
 #include "anvil/profile/trace.h"
-#include "anvil/parallel/plan.h"
-#include "anvil/parallel/weight_gather.h"
 #include "anvil/train/report_machine.h"
 #include "anvil/train/time_budget.h"
 #include "anvil/train/trace_merge.h"
