@@ -205,18 +205,22 @@ if "$anvil" train --config "$work/micro.toml" --out "$work/run_bad" --set train.
      > "$work/bad.log" 2>&1; then fail "unknown key accepted"; fi
 grep -q "train.bogus_key" "$work/bad.log" || { cat "$work/bad.log"; fail "unknown key not named"; }
 
+# interrupt_run RUN LOG SIGNAL: a long run into $work/RUN, sent SIGNAL once it
+# has logged three steps; fails unless it then exits 0.
+interrupt_run() {
+  "$anvil" train --config "$work/micro.toml" --out "$work/$1" --set train.steps=1000000 \
+    --set train.eval_every=0 > "$work/$2" 2>&1 &
+  local pid=$! rc=0
+  for _ in $(seq 1 600); do
+    if [ -f "$work/$1/metrics.jsonl" ] && [ "$(wc -l < "$work/$1/metrics.jsonl")" -ge 3 ]; then break; fi
+    sleep 0.1
+  done
+  kill "-$3" "$pid"
+  wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || { cat "$work/$2"; fail "SIG$3 exit code $rc"; }
+}
 # Ctrl-C: a long run, interrupted once it has logged steps.
-"$anvil" train --config "$work/micro.toml" --out "$work/run_int" --set train.steps=1000000 \
-  --set train.eval_every=0 > "$work/int.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  if [ -f "$work/run_int/metrics.jsonl" ] && [ "$(wc -l < "$work/run_int/metrics.jsonl")" -ge 3 ]; then break; fi
-  sleep 0.1
-done
-kill -INT "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" = 0 ] || { cat "$work/int.log"; fail "SIGINT exit code $rc"; }
+interrupt_run run_int int.log INT
 grep -q "resume with: anvil train --resume" "$work/int.log" || { cat "$work/int.log"; fail "no resume hint"; }
 step=$(sed 's/step_//' "$work/run_int/latest")
 [ "$step" -ge 3 ] || fail "checkpoint step $step"
@@ -242,17 +246,7 @@ if [ "${ANVIL_ISA:-}" != scalar ]; then
     "$work/resume_scalar.log" || { cat "$work/resume_scalar.log"; fail "no kernels note"; }
 fi
 # SIGTERM (batch schedulers, `timeout`) stops a run as Ctrl-C does.
-"$anvil" train --config "$work/micro.toml" --out "$work/run_term" --set train.steps=1000000 \
-  --set train.eval_every=0 > "$work/term.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  if [ -f "$work/run_term/metrics.jsonl" ] && [ "$(wc -l < "$work/run_term/metrics.jsonl")" -ge 2 ]; then break; fi
-  sleep 0.1
-done
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" = 0 ] || { cat "$work/term.log"; fail "SIGTERM exit code $rc"; }
+interrupt_run run_term term.log TERM
 grep -q "interrupted (SIGTERM)" "$work/term.log" || { cat "$work/term.log"; fail "SIGTERM: no checkpoint"; }
 [ -f "$work/run_term/latest" ] || fail "SIGTERM: no latest checkpoint"
 echo "cli_test: OK"
