@@ -155,10 +155,9 @@ std::string Trainer::CheckpointIndexJson() const {
 namespace {
 
 // Settings a resume keeps (besides those checked against trainer_state.json
-// below): each step's rows, and the FP8 recipe as it ran. A --set over one of
-// them would go on as another run, not this one continued.
-// (The FP8 keys only for an FP8 run, the amax ones only for fp8-delayed, the
-// recipe that keeps histories.)
+// below): each step's rows, and the FP8 recipe as it ran (its keys on an FP8
+// run, the amax ones on fp8-delayed, the recipe that keeps histories). A
+// --set over one of them would go on as another run, not this one continued.
 bool KeptOnResume(const std::string& key, model::Precision precision) {
   const bool fp8 = model::IsFp8(precision);
   const bool delayed = precision == model::Precision::kFp8Delayed;
