@@ -74,9 +74,10 @@ void PrintSummary(const char* kind, const rl::PostRunSummary& s, const std::stri
     change = fmt::format(" (from {} at the start: {:+.1f} points)", Percent(s.first_eval->accuracy),
                          100 * (s.last_eval->accuracy - s.first_eval->accuracy));
   }
-  fmt::print("done: {} steps in {:.1f} s; held-out accuracy {}{}; checkpoint {}\n",
-             s.steps_done - s.first_step, s.seconds,
-             s.last_eval ? Percent(s.last_eval->accuracy) : "n/a", change, s.checkpoint);
+  const int64_t steps = s.steps_done - s.first_step;
+  fmt::print("done: {} step{} in {:.1f} s; held-out accuracy {}{}; checkpoint {}\n", steps,
+             steps == 1 ? "" : "s", s.seconds, s.last_eval ? Percent(s.last_eval->accuracy) : "n/a",
+             change, s.checkpoint);
 }
 
 int Fail(const char* kind, const Status& s) {
@@ -240,6 +241,14 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
                             "mean value {:.3f}\n",
                             g.value_loss, g.value_clip_fraction, g.explained_variance,
                             g.value_mean);
+                      }
+                      if (m.reward_command) {
+                        fmt::print("    reward command: {:.2f} s for {} samples{}\n",
+                                   m.reward_seconds, m.samples,
+                                   m.reward_errors == 0
+                                       ? ""
+                                       : fmt::format(", failed on {} (reward 0): {}",
+                                                     m.reward_errors, m.reward_error));
                       }
                       if (g.max_logprob_diff != 0) {  // quantized or stale rollouts: the correction
                         fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",

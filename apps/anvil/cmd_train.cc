@@ -189,8 +189,9 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
     fmt::print("stopped by train.max_minutes after step {}/{}; resume with: anvil train --resume {}\n",
                s.steps_done, tc.steps, run_dir);
   }
-  fmt::print("done: {} steps in {:.1f} s; final val_loss {}; checkpoint {}\n",
-             s.steps_done - s.first_step, s.seconds,
+  const int64_t steps = s.steps_done - s.first_step;
+  fmt::print("done: {} step{} in {:.1f} s; final val_loss {}; checkpoint {}\n", steps,
+             steps == 1 ? "" : "s", s.seconds,
              s.final_val_loss ? fmt::format("{:.4f}", *s.final_val_loss) : "n/a", s.checkpoint);
   return 0;
 }

@@ -41,6 +41,31 @@ if "$anvil" sft --resume "$work/sft" --set sft.steps=10 > "$work/sft_steps.log" 
 fi
 grep -q "past sft.steps = 10" "$work/sft_steps.log" || { cat "$work/sft_steps.log"; fail "steps below the run's not named"; }
 
+# A reward command of the user's replaces the task's reward: every sample
+# scored by it (here 0.25 for a prompt "a+b=", which every one is, -1 else),
+# and a failing one gives 0 with the reason printed and counted.
+rl_short=(--config "$src/configs/rl-addition.toml" --set task.digits=1 --set rl.init="$work/sft"
+          --set rl.steps=2 --set rl.prompts_per_step=4 --set rl.eval_every=0
+          --set rl.eval_problems=10 --set rl.log_every=1)
+"$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd" \
+  --set rl.reward_command='"grep -q \"prompt\\\":\\\"[0-9]+[0-9]=\\\"\" && echo 0.25 || echo -1"' \
+  > "$work/rl-cmd.log" 2>&1 || { cat "$work/rl-cmd.log"; fail "rl with a reward command"; }
+grep -q '^rewards from `grep' "$work/rl-cmd.log" || { cat "$work/rl-cmd.log"; fail "reward command not announced"; }
+[ "$(grep -c '"reward":0.25,.*"reward_errors":0' "$work/rl-cmd/metrics.jsonl")" = 2 ] \
+  || { cat "$work/rl-cmd/metrics.jsonl"; fail "the steps' rewards are not the command's"; }
+"$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-fail" --set rl.reward_command='"exit 3"' \
+  --set rl.reward_at_once=3 > "$work/rl-cmd-fail.log" 2>&1 \
+  || { cat "$work/rl-cmd-fail.log"; fail "rl with a failing reward command"; }
+[ "$(grep -c 'reward command: .* s for 32 samples, failed on 32 (reward 0): reward command exited with 3' \
+    "$work/rl-cmd-fail.log")" = 2 ] || { cat "$work/rl-cmd-fail.log"; fail "reward command failures not reported"; }
+grep -q '"reward":0.0,.*"reward_errors":32' "$work/rl-cmd-fail/metrics.jsonl" \
+  || fail "reward command failures not in metrics.jsonl"
+if "$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-bad" --set rl.reward_command='"true"' \
+    --set rl.reward_timeout_s=0 > "$work/rl-cmd-bad.log" 2>&1; then
+  fail "rl accepted rl.reward_timeout_s = 0"
+fi
+grep -q "rl.reward_timeout_s = 0: expected" "$work/rl-cmd-bad.log" || { cat "$work/rl-cmd-bad.log"; fail "timeout message"; }
+
 # The FP8 recipes whose scales do not depend on the batch (fp8-delayed's are
 # fixed for a step; from this f32 checkpoint its histories start from the
 # first prompts): the same exact parity every step; fp8-tensor is refused.

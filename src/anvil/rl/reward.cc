@@ -10,14 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 extern char** environ;
 
@@ -206,6 +208,23 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   }
   r.reward = value;
   return r;
+}
+
+std::vector<RewardResult> CommandReward::ScoreAll(std::span<const RewardInput> inputs,
+                                                  int at_once) const {
+  std::vector<RewardResult> results(inputs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < inputs.size();) {
+      results[i] = Score(inputs[i].prompt, inputs[i].completion);
+    }
+  };
+  const size_t threads = std::min(inputs.size(), static_cast<size_t>(std::max(at_once, 1)));
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  return results;
 }
 
 }  // namespace anvil::rl

@@ -8,8 +8,10 @@
 // and an error saying why, never a crash.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "anvil/rl/tasks.h"
 
@@ -28,11 +30,20 @@ std::string_view AnswerOf(std::string_view completion);
 RewardResult TaskReward(Task task, const Problem& problem, std::string_view completion,
                         double format_weight = 0.1);
 
+struct RewardInput {
+  std::string_view prompt, completion;
+};
+
 class CommandReward {
  public:
   // `command` runs under /bin/sh -c.
   CommandReward(std::string command, double timeout_seconds);
   RewardResult Score(std::string_view prompt, std::string_view completion) const;
+  // Score of each input, in order, with up to `at_once` commands running
+  // together (a command mostly waits on its own start-up or on I/O, so more
+  // than the cores can run at once).
+  std::vector<RewardResult> ScoreAll(std::span<const RewardInput> inputs, int at_once) const;
+  const std::string& command() const { return command_; }
 
  private:
   std::string command_;

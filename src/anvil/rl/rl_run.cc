@@ -28,6 +28,12 @@ struct RlRunConfig {
   int64_t group_size = 8;
   int64_t rollout_batch = 0;  // sequences decoded together; 0: all of a step's samples
   double format_weight = 0.1;
+  // A user's reward (reward.h's CommandReward) instead of the task's: the
+  // command, its time limit a sample, and how many run at once. The task's
+  // exact answers are still counted (train and held-out accuracy).
+  std::string reward_command;
+  double reward_timeout_s = 10;
+  int64_t reward_at_once = 8;
   // The starting policy (rl.init) as a frozen reference: its k3 KL is
   // reported every step (rl.reference = true) and penalized with
   // rl.kl_coef > 0, which needs it.
@@ -77,6 +83,20 @@ struct RlRunConfig {
     }
     ASSIGN_OR_RETURN(c.rollout_batch, config.GetInt("rl.rollout_batch", c.rollout_batch));
     ASSIGN_OR_RETURN(c.format_weight, config.GetDouble("rl.format_weight", c.format_weight));
+    ASSIGN_OR_RETURN(c.reward_command, config.GetString("rl.reward_command", c.reward_command));
+    ASSIGN_OR_RETURN(c.reward_timeout_s,
+                     config.GetDouble("rl.reward_timeout_s", c.reward_timeout_s));
+    ASSIGN_OR_RETURN(c.reward_at_once, config.GetInt("rl.reward_at_once", c.reward_at_once));
+    if (!(c.reward_timeout_s > 0 && c.reward_timeout_s <= 3600)) {
+      return InvalidArgument(fmt::format(
+          "rl.reward_timeout_s = {}: expected a time limit in (0, 3600] seconds a sample",
+          c.reward_timeout_s));
+    }
+    if (c.reward_at_once < 1 || c.reward_at_once > 256) {
+      return InvalidArgument(
+          fmt::format("rl.reward_at_once = {}: expected 1..256 reward commands running at once",
+                      c.reward_at_once));
+    }
     PolicyLossConfig& loss = c.step.loss;
     ASSIGN_OR_RETURN(loss.clip_low, config.GetDouble("rl.clip_low", loss.clip_low));
     ASSIGN_OR_RETURN(loss.clip_high, config.GetDouble("rl.clip_high", loss.clip_high));
@@ -227,6 +247,27 @@ constexpr const char* kCriticOptimizerPrefix = "critic_optimizer";
 // rl.max_staleness = 1: the weights the next step's samples are drawn from.
 constexpr const char* kSnapshotFile = "rollout_snapshot.safetensors";
 
+// The command's rewards of this rank's share of a step's samples
+// (TrainOnRollouts asks for them by sample), indexed by request * G + sample.
+std::vector<RewardResult> ScoreShare(const CommandReward& command, int64_t at_once,
+                                     std::span<const Problem> problems, const Rollouts& rollouts,
+                                     const Policy& policy, const TrainerRanks& ranks) {
+  const std::vector<infer::RolloutSample>& samples = rollouts.samples;
+  const auto [first, last] = ranks.Share(static_cast<int64_t>(samples.size()));
+  std::vector<std::string> texts;
+  for (int64_t i = first; i < last; ++i) texts.push_back(policy.Text(samples[i].tokens));
+  std::vector<RewardInput> inputs;
+  for (int64_t i = first; i < last; ++i) {
+    inputs.push_back({problems[samples[i].request].prompt, texts[i - first]});
+  }
+  const std::vector<RewardResult> results = command.ScoreAll(inputs, static_cast<int>(at_once));
+  std::vector<RewardResult> scored(problems.size() * static_cast<size_t>(rollouts.group_size));
+  for (int64_t i = first; i < last; ++i) {
+    scored[samples[i].request * rollouts.group_size + samples[i].sample] = results[i - first];
+  }
+  return scored;
+}
+
 std::string StepJson(const RlStepMetrics& m) {
   const PolicyStepResult& g = m.policy;
   nlohmann::ordered_json j;
@@ -246,6 +287,10 @@ std::string StepJson(const RlStepMetrics& m) {
   j["rollout_kl"] = g.rollout_kl;
   j["tis_mean"] = g.tis_mean;
   j["tis_truncated"] = g.tis_truncated;
+  if (m.reward_command) {
+    j["reward_errors"] = m.reward_errors;
+    j["reward_seconds"] = m.reward_seconds;
+  }
   j["updates"] = g.updates;
   j["staleness"] = g.staleness;
   j["rollout_wait_seconds"] = m.rollout_wait_seconds;
@@ -503,6 +548,16 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // checkpoint file) and then follow its own updates.
   if (critic_model) StartDelayedScales(*critic_model, ctx, step_prompts(0, nullptr));
 
+  std::optional<CommandReward> command;
+  if (!gc.reward_command.empty()) {
+    command.emplace(gc.reward_command, gc.reward_timeout_s);
+    if (hooks.run.on_message) {
+      hooks.run.on_message(fmt::format(
+          "rewards from `{}` ({:g} s a sample at most, {} at once; train accuracy counts the "
+          "task's exact answers)",
+          gc.reward_command, gc.reward_timeout_s, gc.reward_at_once));
+    }
+  }
   // The held-out accuracy at the start: measured now, or a resumed run's as
   // its checkpoints recorded it.
   std::optional<TaskEval> first_eval;
@@ -525,14 +580,25 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     problems.clear();
     const std::vector<std::vector<int32_t>> prompts = step_prompts(step, &problems);
     int64_t correct = 0;
-    const RewardFn reward = [&](int64_t request, const infer::RolloutSample& s) {
-      const RewardResult r =
-          TaskReward(rc.task.task, problems[request], policy.Text(s.tokens), gc.format_weight);
-      correct += r.correct;
-      return r.reward;
-    };
     RlStepMetrics m;
+    // With a reward command: this rank's share of the samples scored up
+    // front, several commands at once (by request * G + sample).
+    std::vector<RewardResult> scored;
+    const RewardFn reward = [&](int64_t request, const infer::RolloutSample& s) {
+      const std::string text = policy.Text(s.tokens);
+      RewardResult r = TaskReward(rc.task.task, problems[request], text, gc.format_weight);
+      correct += r.correct;
+      if (!command) return r.reward;
+      const RewardResult& c = scored[request * gc.group_size + s.sample];
+      if (!c.error.empty()) {
+        ++m.reward_errors;
+        if (m.reward_error.empty()) m.reward_error = c.error;
+      }
+      return c.reward;
+    };
     m.ppo = critic.head != nullptr;
+    m.reward_command = command.has_value();
+    m.samples = gc.samples_per_step();
     m.lr = run->LrAt(step);
     Rollouts rollouts;
     if (gc.max_staleness == 1) {
@@ -563,12 +629,19 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       ASSIGN_OR_RETURN(rollouts, GenerateShared(*engine, ctx, prompts, step, trainer_ranks));
       m.rollout_wait_seconds = rollouts.stats.seconds;
     }
+    if (command) {
+      Stopwatch scoring;
+      scored = ScoreShare(*command, gc.reward_at_once, problems, rollouts, policy, trainer_ranks);
+      m.reward_seconds = scoring.Seconds();
+    }
     ASSIGN_OR_RETURN(m.policy, TrainOnRollouts(*policy.llama, run->adamw(), m.lr,
                                                rc.optim.grad_clip, ctx, prompts, rollouts, reward,
                                                gc.step, reference.get(), critic, &trainer_ranks));
     run->StepDone();
     m.step = run->step();
     correct = trainers->AllReduceValue(correct);  // each rank scored its share
+    m.reward_errors = trainers->AllReduceValue(m.reward_errors);
+    if (m.reward_errors > 0 && m.reward_error.empty()) m.reward_error = "(on another rank)";
     m.train_accuracy =
         static_cast<double>(correct) / static_cast<double>(gc.samples_per_step());
     m.seconds = watch.Seconds();

@@ -43,12 +43,18 @@ struct RlStepMetrics {
   int64_t step = 0;  // steps done, this one included
   double lr = 0;
   PolicyStepResult policy;
+  int64_t samples = 0;        // the step's
   double train_accuracy = 0;  // share of the step's samples answered exactly
   double seconds = 0;         // the whole step
   bool ppo = false;           // the policy's value_* fields are set
   // The trainer's time without work: drawing the rollouts (colocated), or
   // waiting for the ones drawn beside the last step (asynchronous).
   double rollout_wait_seconds = 0;
+  // rl.reward_command: samples whose command failed (reward 0), the first's reason.
+  bool reward_command = false;
+  int64_t reward_errors = 0;
+  double reward_seconds = 0;  // running the commands (this rank's share)
+  std::string reward_error;
 };
 
 struct RlHooks {

@@ -4,13 +4,15 @@
 // number, and 0 with a reason when it fails, times out (also after closing
 // its output, or with children of its own: the whole group is killed in
 // time) or prints junk.
+#include "anvil/rl/tasks.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "anvil/rl/reward.h"
-#include "anvil/rl/tasks.h"
 
 namespace anvil::rl {
 namespace {
@@ -77,6 +79,32 @@ TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
     EXPECT_EQ(r.reward, 0.0) << b.command;
     EXPECT_NE(r.error.find(b.reason), std::string::npos) << b.command << ": " << r.error;
   }
+}
+
+TEST(TasksTest, CommandRewardScoresManyAtOnceInOrder) {
+  // The reward is the completion's number; every third one makes the command fail.
+  const CommandReward echo(
+      "sed -n 's/.*\"completion\":\"\\([0-9]*\\)\".*/\\1/p' | "
+      "{ read n; [ $((n % 3)) -ne 0 ] || exit 7; echo $n; }",
+      5);
+  std::vector<std::string> completions;
+  for (int i = 1; i <= 20; ++i) completions.push_back(std::to_string(i));
+  std::vector<RewardInput> inputs;
+  for (const std::string& c : completions) inputs.push_back({"p", c});
+  for (const int at_once : {1, 4, 64}) {
+    const std::vector<RewardResult> r = echo.ScoreAll(inputs, at_once);
+    ASSERT_EQ(r.size(), inputs.size());
+    for (int i = 1; i <= 20; ++i) {
+      if (i % 3 == 0) {
+        EXPECT_EQ(r[i - 1].reward, 0.0) << i;
+        EXPECT_NE(r[i - 1].error.find("exited with 7"), std::string::npos) << r[i - 1].error;
+      } else {
+        EXPECT_EQ(r[i - 1].reward, i) << at_once;
+        EXPECT_EQ(r[i - 1].error, "") << at_once;
+      }
+    }
+  }
+  EXPECT_TRUE(echo.ScoreAll({}, 4).empty());
 }
 
 }  // namespace
