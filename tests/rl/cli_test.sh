@@ -41,6 +41,20 @@ if "$anvil" sft --resume "$work/sft" --set sft.steps=10 > "$work/sft_steps.log" 
 fi
 grep -q "past sft.steps = 10" "$work/sft_steps.log" || { cat "$work/sft_steps.log"; fail "steps below the run's not named"; }
 
+# The KL reference loads from rl.init again on a resume: a folder whose run
+# went on holds other weights, and the resume is refused; its step folder
+# (the checkpoint the run started from) is accepted.
+"$anvil" sft --resume "$work/sft" --set sft.steps=42 > "$work/sft_on.log" 2>&1 \
+  || { cat "$work/sft_on.log"; fail "sft resume to step 42"; }
+grep -q '"init_weights": "[0-9a-f]\{16\}"' "$work/rl/step_4/state.json" || fail "rl records no init_weights"
+if "$anvil" rl --resume "$work/rl" --set rl.steps=5 > "$work/rl_init.log" 2>&1; then
+  fail "an rl resume from an rl.init that went on was accepted"
+fi
+grep -q "holds other weights than the run started from" "$work/rl_init.log" \
+  || { cat "$work/rl_init.log"; fail "changed rl.init weights not named"; }
+"$anvil" rl --resume "$work/rl" --set rl.steps=5 --set rl.init="$work/sft/step_40" \
+  > "$work/rl_init40.log" 2>&1 || { cat "$work/rl_init40.log"; fail "rl resume with rl.init at its step folder"; }
+
 # A reward command of the user's replaces the task's reward: every sample
 # scored by it (here 0.25 for a prompt "a+b=", which every one is, -1 else),
 # and a failing one gives 0 with the reason printed and counted.

@@ -1,9 +1,13 @@
 // A checkpoint's weights, whole or sharded (see checkpoint_weights.h).
 #include "anvil/model/checkpoint_weights.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <filesystem>
 
+#include "anvil/core/file_util.h"
+#include "anvil/io/checkpoint.h"
 #include "anvil/io/flat_shards.h"
 #include "anvil/model/hf_checkpoint.h"
 
@@ -32,6 +36,22 @@ Status LoadCheckpointWeights(const std::string& dir, LlamaParams& params) {
       << "checkpoint weights load into a whole model (one tp rank, every layer)";
   if (!HasWeightShards(dir)) return LoadHfCheckpoint(dir, params);
   return LoadCheckpointWeightRange(dir, params.config(), 0, params.size(), params.weights().data());
+}
+
+Result<std::string> CheckpointWeightsId(const std::string& dir) {
+  const std::string path = dir + "/" + io::kManifestFile;
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const io::CheckpointManifest manifest, io::ParseCheckpointManifest(text, path));
+  const bool sharded = HasWeightShards(dir);
+  std::string listed;
+  for (const io::CheckpointManifest::File& f : manifest.files) {
+    if (sharded ? f.name.starts_with(std::string(kWeightShardPrefix) + "-")
+                : f.name == "model.safetensors") {
+      listed += f.name + " " + f.fnv1a64 + "\n";
+    }
+  }
+  if (listed.empty()) return NotFound(fmt::format("{}: lists no weight files", path));
+  return fmt::format("{:016x}", Fnv1a64(listed.data(), listed.size()));
 }
 
 Status LoadCheckpointWeightRange(const std::string& dir, const ModelConfig& config, int64_t begin,

@@ -338,6 +338,13 @@ std::optional<double> PostRun::ResumedNumber(const std::string& key) const {
   return j[key].get<double>();
 }
 
+std::optional<std::string> PostRun::ResumedString(const std::string& key) const {
+  if (resumed_state_.empty()) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(resumed_state_, nullptr, /*exceptions=*/false);
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return std::nullopt;
+  return j[key].get<std::string>();
+}
+
 optim::Shard PostRun::OptimizerShard(int64_t size) const {
   if (!sharded()) return {0, size};
   return parallel::ShardOf(parallel::ZeroShardCounts(size, options_.trainers->size()),

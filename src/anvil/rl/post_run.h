@@ -132,6 +132,8 @@ class PostRun {
   // A number field of the state.json a resumed run loaded (none for a new
   // run, or when it has no such field).
   std::optional<double> ResumedNumber(const std::string& key) const;
+  // The same for a string field.
+  std::optional<std::string> ResumedString(const std::string& key) const;
   // Every checkpoint from now on also holds `extra`'s files (a caller's
   // state beyond the policy's: PPO's value head, a rollout snapshot),
   // written by the writer.

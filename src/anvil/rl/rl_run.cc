@@ -2,6 +2,7 @@
 #include "anvil/rl/rl_run.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -12,7 +13,9 @@
 #include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 #include "anvil/infer/rollout.h"
+#include "anvil/io/checkpoint.h"
 #include "anvil/io/flat_shards.h"
+#include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
@@ -228,6 +231,13 @@ Status CheckResumable(const std::string& dir, const RlRunConfig& now) {
   return Status::Ok();
 }
 
+// Which weights rl.init holds (model::CheckpointWeightsId).
+Result<std::string> InitWeightsId(const std::string& init) {
+  ASSIGN_OR_RETURN(const io::CheckpointInfo info,
+                   io::OpenCheckpoint(init, io::CheckpointRead::kModel));
+  return model::CheckpointWeightsId(info.dir);
+}
+
 const char* AlgorithmName(AdvantageKind kind) {
   switch (kind) {
     case AdvantageKind::kGroup: return "GRPO";
@@ -341,6 +351,21 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                                    /*fresh=*/nullptr));
   if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
   const PostRunConfig& rc = run->config();
+  // The weights the run started from, recorded in its checkpoints: a resume
+  // loads the KL reference and a separate critic from rl.init again, which
+  // may have moved but must hold them still (not a later step of its run).
+  const bool reads_init = gc.reference || gc.critic == "separate";
+  std::string init_weights = run->ResumedString("init_weights").value_or("");
+  if (!options.resume || reads_init) {
+    ASSIGN_OR_RETURN(const std::string now, InitWeightsId(rc.init));
+    if (options.resume && !init_weights.empty() && now != init_weights) {
+      return InvalidArgument(fmt::format(
+          "rl.init = {} holds other weights than the run started from (weights id {}, then {}); "
+          "the {} loads from it: point rl.init at the checkpoint the run started from",
+          rc.init, now, init_weights, gc.reference ? "KL reference" : "separate critic"));
+    }
+    init_weights = now;
+  }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
@@ -567,9 +592,14 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     first_eval.emplace();
     first_eval->accuracy = *a;
   }
-  if (first_eval) {
-    run->SetExtraState(fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
+  std::vector<std::string> extra_state;
+  if (!init_weights.empty()) {
+    extra_state.push_back(fmt::format("\"init_weights\": \"{}\"", init_weights));
   }
+  if (first_eval) {
+    extra_state.push_back(fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
+  }
+  run->SetExtraState(fmt::format("{}", fmt::join(extra_state, ",\n  ")));
   if (async && run->step() < rc.steps) {  // the first step's samples
     async->Start(step_prompts(run->step(), nullptr), run->step(), run->step() == 0 ? 0 : 1);
   }
