@@ -113,6 +113,32 @@ bool Refuses(const Status& s, const std::string& key) {
          s.message().find(key) != std::string::npos;
 }
 
+// A bad rl setting is refused before anything loads, naming that key and
+// no other.
+TEST(PostRunTest, EachBadRlSettingIsNamedAlone) {
+  const std::vector<std::string> keys = {
+      "rl.epochs",          "rl.minibatches",      "rl.critic",
+      "rl.critic_lr_ratio", "rl.max_staleness",    "rl.rollout_threads",
+      "rl.gamma",           "rl.gae_lambda",       "rl.value_clip",
+      "rl.vf_coef",         "rl.reward_timeout_s", "rl.reward_at_once"};
+  const std::pair<const char*, const char*> bad[] = {
+      {"rl.epochs", "0"},          {"rl.minibatches", "17"},      {"rl.critic", "\"own\""},
+      {"rl.critic_lr_ratio", "0"}, {"rl.max_staleness", "2"},     {"rl.rollout_threads", "0"},
+      {"rl.gamma", "0"},           {"rl.gae_lambda", "1.5"},      {"rl.value_clip", "-1"},
+      {"rl.vf_coef", "0"},         {"rl.reward_timeout_s", "-1"}, {"rl.reward_at_once", "0"}};
+  for (const auto& [key, value] : bad) {
+    Config c = RlConfig("/nonexistent");
+    ASSERT_TRUE(c.Set(std::string(key) + "=" + value).ok()) << key;
+    const auto refused = RunRl(c, {.run_dir = "/nonexistent/run"}, {});
+    ASSERT_FALSE(refused.ok()) << key;
+    const std::string& message = refused.status().message();
+    EXPECT_EQ(message.rfind(std::string(key) + " = ", 0), 0u) << message;
+    for (const std::string& other : keys) {
+      if (other != key) EXPECT_EQ(message.find(other + " "), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(PostRunTest, SftLearnsResumesBitwiseAndRefusesAnOccupiedFolder) {
   data::testing::TempDir dir;
   const std::string through = dir / "through", halves = dir / "halves";

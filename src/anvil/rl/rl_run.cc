@@ -119,11 +119,15 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(const int64_t epochs, config.GetInt("rl.epochs", c.step.epochs));
     ASSIGN_OR_RETURN(const int64_t minibatches,
                      config.GetInt("rl.minibatches", c.step.minibatches));
-    if (epochs < 1 || epochs > 64 || minibatches < 1 || minibatches > c.samples_per_step()) {
+    if (epochs < 1 || epochs > 64) {
+      return InvalidArgument(
+          fmt::format("rl.epochs = {}: expected 1..64 passes over a step's samples", epochs));
+    }
+    if (minibatches < 1 || minibatches > c.samples_per_step()) {
       return InvalidArgument(fmt::format(
-          "rl.epochs = {} (1..64) and rl.minibatches = {} (1..rl.prompts_per_step * "
-          "rl.group_size = {})",
-          epochs, minibatches, c.samples_per_step()));
+          "rl.minibatches = {}: expected 1..{} (rl.prompts_per_step x rl.group_size samples a "
+          "step)",
+          minibatches, c.samples_per_step()));
     }
     c.step.epochs = static_cast<int>(epochs);
     c.step.minibatches = static_cast<int>(minibatches);
@@ -138,12 +142,15 @@ struct RlRunConfig {
     ASSIGN_OR_RETURN(c.critic_lr_ratio,
                      config.GetDouble("rl.critic_lr_ratio", c.critic_lr_ratio));
     if ((c.critic != "shared" && c.critic != "separate") ||
-        (c.critic == "separate" && algorithm != "ppo") || !(c.critic_lr_ratio > 0)) {
+        (c.critic == "separate" && algorithm != "ppo")) {
       return InvalidArgument(fmt::format(
           "rl.critic = \"{}\": expected \"shared\" (the value head on the policy's features) or "
-          "\"separate\" (a critic model of its own; PPO only, here rl.algorithm = \"{}\"); "
-          "rl.critic_lr_ratio = {}: expected > 0",
-          c.critic, algorithm, c.critic_lr_ratio));
+          "\"separate\" (a critic model of its own; PPO only, here rl.algorithm = \"{}\")",
+          c.critic, algorithm));
+    }
+    if (!(c.critic_lr_ratio > 0)) {
+      return InvalidArgument(
+          fmt::format("rl.critic_lr_ratio = {}: expected > 0", c.critic_lr_ratio));
     }
     ASSIGN_OR_RETURN(c.max_staleness, config.GetInt("rl.max_staleness", c.max_staleness));
     ASSIGN_OR_RETURN(c.stop, config.GetString("rl.stop", c.stop));
@@ -157,24 +164,32 @@ struct RlRunConfig {
     if (!(c.comm_timeout_s > 0)) {
       return InvalidArgument(fmt::format("comm.timeout_s = {}: must be > 0", c.comm_timeout_s));
     }
-    if (c.max_staleness < 0 || c.max_staleness > 1 || c.rollout_threads < 1 ||
-        c.rollout_threads > 1024) {
+    if (c.max_staleness < 0 || c.max_staleness > 1) {
       return InvalidArgument(fmt::format(
           "rl.max_staleness = {}: expected 0 (colocated) or 1 (the next step's rollouts drawn "
-          "while this one trains); rl.rollout_threads = {}: expected 1..1024",
-          c.max_staleness, c.rollout_threads));
+          "while this one trains)",
+          c.max_staleness));
+    }
+    if (c.rollout_threads < 1 || c.rollout_threads > 1024) {
+      return InvalidArgument(
+          fmt::format("rl.rollout_threads = {}: expected 1..1024", c.rollout_threads));
     }
     if (!(c.value_lr_ratio > 0)) {
       return InvalidArgument(fmt::format("rl.value_lr_ratio = {}: expected > 0", c.value_lr_ratio));
     }
     // vf_coef also scales the value head's own gradient: 0 would leave the
     // critic at zero.
-    if (!(ppo.gamma > 0 && ppo.gamma <= 1) || !(ppo.lambda >= 0 && ppo.lambda <= 1) ||
-        !(ppo.value_clip >= 0) || !(ppo.vf_coef > 0)) {
-      return InvalidArgument(fmt::format(
-          "rl.gamma = {} ((0, 1]), rl.gae_lambda = {} ([0, 1]), rl.value_clip = {} (>= 0), "
-          "rl.vf_coef = {} (> 0)",
-          ppo.gamma, ppo.lambda, ppo.value_clip, ppo.vf_coef));
+    if (!(ppo.gamma > 0 && ppo.gamma <= 1)) {
+      return InvalidArgument(fmt::format("rl.gamma = {}: expected in (0, 1]", ppo.gamma));
+    }
+    if (!(ppo.lambda >= 0 && ppo.lambda <= 1)) {
+      return InvalidArgument(fmt::format("rl.gae_lambda = {}: expected in [0, 1]", ppo.lambda));
+    }
+    if (!(ppo.value_clip >= 0)) {
+      return InvalidArgument(fmt::format("rl.value_clip = {}: expected >= 0", ppo.value_clip));
+    }
+    if (!(ppo.vf_coef > 0)) {
+      return InvalidArgument(fmt::format("rl.vf_coef = {}: expected > 0", ppo.vf_coef));
     }
     ASSIGN_OR_RETURN(loss.kl_coef, config.GetDouble("rl.kl_coef", loss.kl_coef));
     ASSIGN_OR_RETURN(const std::string quant, config.GetString("rl.rollout_quant", "none"));
