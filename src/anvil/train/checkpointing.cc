@@ -179,18 +179,6 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
         saved, [precision](const std::string& key) { return KeptOnResume(key, precision); });
     RETURN_IF_ERROR(RefuseResumeChanges(saved_path, changed, "start a new run"));
   }
-  // Weights and optimizer state saved under any layout: this rank takes the
-  // part it holds now.
-  if (gather_) {  // ZeRO-3: this rank's shard of the weights
-    const optim::Shard& sh = gather_->shard();
-    RETURN_IF_ERROR(model::LoadCheckpointWeightRange(info.dir, model_config_, sh.begin, sh.end,
-                                                     gather_->master().data()));
-    gather_->Invalidate();
-  } else {
-    RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, model_->params()));
-    model_->RefreshBf16Weights(*ctx_);
-  }
-  RETURN_IF_ERROR(optimizer_->Load(io::ShardFiles(info.dir, "optimizer")));
   const std::string state_path = info.dir + "/trainer_state.json";
   ASSIGN_OR_RETURN(const std::string text, ReadFile(state_path));
   ASSIGN_OR_RETURN(const TrainerState s, ParseTrainerState(text, state_path));
@@ -242,9 +230,10 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
           state_path, saved, kept, saved));
     }
   }
-  if (s.optimizer_step != optimizer_->step()) {
-    return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",
-                                state_path, s.optimizer_step, optimizer_->step()));
+  if (train_.steps < s.step) {
+    return InvalidArgument(fmt::format(
+        "{}: the run is at step {}, past train.steps = {}; set train.steps = {} or more to go on",
+        state_path, s.step, train_.steps, s.step));
   }
   // The data of a step depends on the global batch only (trainer.h), so a
   // checkpoint continues under any layout of the same global batch.
@@ -269,10 +258,21 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
         "with another batch shape or data",
         state_path, s.loader.step, loaders_[0]->steps_per_epoch()));
   }
-  if (train_.steps < s.step) {
-    return InvalidArgument(fmt::format(
-        "{}: the run is at step {}, past train.steps = {}; set train.steps = {} or more to go on",
-        state_path, s.step, train_.steps, s.step));
+  // Weights and optimizer state saved under any layout: this rank takes the
+  // part it holds now (once the state above says the run continues).
+  if (gather_) {  // ZeRO-3: this rank's shard of the weights
+    const optim::Shard& sh = gather_->shard();
+    RETURN_IF_ERROR(model::LoadCheckpointWeightRange(info.dir, model_config_, sh.begin, sh.end,
+                                                     gather_->master().data()));
+    gather_->Invalidate();
+  } else {
+    RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, model_->params()));
+    model_->RefreshBf16Weights(*ctx_);
+  }
+  RETURN_IF_ERROR(optimizer_->Load(io::ShardFiles(info.dir, "optimizer")));
+  if (s.optimizer_step != optimizer_->step()) {
+    return DataLoss(fmt::format("{}: optimizer_step {} but optimizer.safetensors says {}",
+                                state_path, s.optimizer_step, optimizer_->step()));
   }
   step_ = s.step;
   tokens_seen_ = s.tokens_seen;
