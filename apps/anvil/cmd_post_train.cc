@@ -80,6 +80,13 @@ void PrintSummary(const char* kind, const rl::PostRunSummary& s, const std::stri
              change, s.checkpoint);
 }
 
+// What a resumed run that has done all its steps says it does.
+std::string AllDone(const char* kind, int64_t first_step, int64_t steps) {
+  return first_step < steps
+             ? std::string()
+             : fmt::format(": all done (raise {}.steps to go on past step {})", kind, first_step);
+}
+
 int Fail(const char* kind, const Status& s) {
   fmt::print(stderr, "anvil {}: {}\n", kind, s.ToString());
   return 1;
@@ -110,7 +117,8 @@ int RunSftCommand(const PostOptions& o, comm::Group* trainers) {
                                      .stop_requested = [] { return train::StopRequested(); }},
                              .on_start =
                                  [&](const rl::PostRunConfig& rc, int64_t first_step) {
-                                   fmt::print("supervised fine-tuning for {} steps\n", rc.steps);
+                                   fmt::print("supervised fine-tuning for {} steps{}\n", rc.steps,
+                                              AllDone("sft", first_step, rc.steps));
                                    progress = std::make_unique<train::Progress>(
                                        first_step, rc.steps, rc.log_every);
                                  },
@@ -209,10 +217,12 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
                         .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
                         .stop_requested = [] { return train::StopRequested(); }},
                 .on_start =
-                    [&](const rl::PostRunConfig& rc, int64_t, const std::string& algorithm) {
+                    [&](const rl::PostRunConfig& rc, int64_t first_step,
+                        const std::string& algorithm) {
                       total_steps = rc.steps;
                       log_every = rc.log_every;
-                      fmt::print("{} for {} steps\n", algorithm, rc.steps);
+                      fmt::print("{} for {} steps{}\n", algorithm, rc.steps,
+                                 AllDone("rl", first_step, rc.steps));
                     },
                 .on_step =
                     [&](const rl::RlStepMetrics& m) {

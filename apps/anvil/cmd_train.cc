@@ -159,7 +159,10 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
   fmt::print("{} steps of {} tokens ({} x {} x {} accumulated{}){}{}\n", tc.steps,
              tc.tokens_per_step() * world->size(), tc.batch_size, tc.seq_len, tc.grad_accum,
              world->size() > 1 ? fmt::format(" x {} ranks", world->size()) : std::string(),
-             resume ? fmt::format(", resuming after step {}", t.step()) : std::string(),
+             !resume ? std::string()
+             : t.step() < tc.steps
+                 ? fmt::format(", resuming after step {}", t.step())
+                 : fmt::format(", all done (raise train.steps to go on past step {})", t.step()),
              tc.time_budget_minutes > 0
                  ? fmt::format("; at most, fitted to train.time_budget_minutes = {:g} once a few "
                                "steps are timed",

@@ -30,6 +30,14 @@ grep -q "^done: 40 steps" "$work/sft.log" || fail "sft did not finish its 40 ste
 [ "$(grep -c '^rl step [0-9]*/4 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rl step lines"; }
 [ "$(grep -c '|dlogp| 0 ' "$work/rl.log")" = 4 ] || { cat "$work/rl.log"; fail "rollout and trainer log-probs differ"; }
 grep -q "from .* at the start" "$work/rl.log" || fail "rl printed no accuracy change"
+# Resuming the finished run says so, and neither evaluates nor saves again.
+evals=$(grep -c heldout_accuracy "$work/rl/metrics.jsonl")
+saved=$(stat -c %i "$work/rl/step_4")  # a new save renames a new folder into place
+"$anvil" rl --resume "$work/rl" > "$work/rl_done.log" 2>&1 || { cat "$work/rl_done.log"; fail "rl resume of a finished run"; }
+grep -q "all done (raise rl.steps to go on past step 4)" "$work/rl_done.log" || { cat "$work/rl_done.log"; fail "finished run not said"; }
+[ "$(grep -c heldout_accuracy "$work/rl/metrics.jsonl")" = "$evals" ] || fail "a finished run's resume evaluated again"
+[ "$(stat -c %i "$work/rl/step_4")" = "$saved" ] || fail "a finished run's resume saved again"
+grep -q "held-out accuracy [0-9.]*% (from" "$work/rl_done.log" || { cat "$work/rl_done.log"; fail "no final accuracy"; }
 # A resume continues the run as it ran: another task or step count below
 # its step is refused, naming the setting.
 if "$anvil" rl --resume "$work/rl" --set rl.steps=6 --set task.digits=2 > "$work/rl_task.log" 2>&1; then

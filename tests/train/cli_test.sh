@@ -24,6 +24,14 @@ micro_toml 4 2 1
 [ -f "$work/run/latest" ] || fail "no latest checkpoint"
 [ "$(grep -c '"loss"' "$work/run/metrics.jsonl")" = 4 ] || fail "metrics.jsonl lines"
 grep -q "val_loss" "$work/run/metrics.jsonl" || fail "no val_loss in metrics.jsonl"
+# Resuming a finished run says so and evaluates nothing again.
+vals=$(grep -c '"val_loss"' "$work/run/metrics.jsonl")
+"$anvil" train --resume "$work/run" > "$work/resume_done.log" 2>&1 \
+  || { cat "$work/resume_done.log"; fail "resume of a finished run"; }
+grep -q "all done (raise train.steps to go on past step 4)" "$work/resume_done.log" \
+  || { cat "$work/resume_done.log"; fail "a finished run's resume did not say so"; }
+[ "$(grep -c '"val_loss"' "$work/run/metrics.jsonl")" = "$vals" ] || fail "a finished run's resume evaluated again"
+grep -q "final val_loss [0-9]" "$work/resume_done.log" || { cat "$work/resume_done.log"; fail "no final val_loss"; }
 
 "$anvil" generate --ckpt "$work/run" --prompt "the jury" --max-new 8 --seed 3 > "$work/gen.log" 2>&1 \
   || { cat "$work/gen.log"; fail "generate"; }

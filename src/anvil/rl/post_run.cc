@@ -87,6 +87,11 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
                                   adamw_->step(), s.optimizer_step));
     }
     step_ = first_step_ = s.step;
+    // Its checkpoint and latest held-out figures: a finished run resumed
+    // neither evaluates nor saves again.
+    last_saved_step_ = s.step;
+    last_checkpoint_ = loaded_from_;
+    RestoreLastEval();
     RETURN_IF_ERROR(CheckResumedRecipe());
   } else {
     if (std::filesystem::exists(latest)) {
@@ -338,6 +343,24 @@ std::optional<double> PostRun::ResumedNumber(const std::string& key) const {
   return j[key].get<double>();
 }
 
+void PostRun::RestoreLastEval() {
+  const nlohmann::json j = nlohmann::json::parse(resumed_state_, nullptr, /*exceptions=*/false);
+  if (!j.is_object() || !j.contains("last_eval")) return;  // none yet, or an older run
+  const nlohmann::json& e = j["last_eval"];
+  const auto number = [&](const char* key) {
+    return e.is_object() && e.contains(key) && e[key].is_number();
+  };
+  if (!number("step") || !number("problems") || !number("accuracy") || !number("well_formed") ||
+      !number("mean_tokens")) {
+    return;
+  }
+  last_eval_step_ = e["step"].get<int64_t>();
+  last_eval_ = TaskEval{.problems = e["problems"].get<int64_t>(),
+                        .accuracy = e["accuracy"].get<double>(),
+                        .well_formed = e["well_formed"].get<double>(),
+                        .mean_tokens = e["mean_tokens"].get<double>()};
+}
+
 std::optional<std::string> PostRun::ResumedString(const std::string& key) const {
   if (resumed_state_.empty()) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(resumed_state_, nullptr, /*exceptions=*/false);
@@ -394,6 +417,15 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
     if (const model::Fp8DelayedScaling* delayed = policy_->llama->fp8_delayed()) {
       // The amax histories and scales (infer::RestoreDelayedScales reads them).
       state += ",\n  \"fp8_delayed\": " + nlohmann::json(delayed->Save()).dump();
+    }
+    if (last_eval_) {
+      const TaskEval& e = *last_eval_;
+      state += fmt::format(",\n  \"last_eval\": {}", nlohmann::json{{"step", last_eval_step_},
+                                                                    {"problems", e.problems},
+                                                                    {"accuracy", e.accuracy},
+                                                                    {"well_formed", e.well_formed},
+                                                                    {"mean_tokens", e.mean_tokens}}
+                                                         .dump());
     }
     if (!extra_state_.empty()) state += ",\n  " + extra_state_;
     if (!extra_state.empty()) state += ",\n  " + extra_state;

@@ -163,6 +163,8 @@ class PostRun {
   // starting point, tokenizer and step rows; the precision and FP8 recipe.
   Status CheckResumeKeepsTheRun() const;
   Status CheckResumedRecipe() const;
+  // The latest held-out evaluation of a resumed run, from its state.json.
+  void RestoreLastEval();
   // `status` if every rank writing a sharded checkpoint succeeded, else an
   // error on all (one rank's failure ends the save on every rank).
   Status Agree(Status status, const char* what);

@@ -93,6 +93,7 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
     s["fp8_high_precision"] = train_.fp8_high_precision_name();
   }
   s["schedule_planned"] = schedule_planned_;
+  if (last_val_loss_) s["last_eval"] = {{"step", last_eval_step_}, {"val_loss", *last_val_loss_}};
   if (const model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
     s["fp8_delayed"] = delayed->Save();
   }
@@ -277,6 +278,10 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   step_ = s.step;
   tokens_seen_ = s.tokens_seen;
   schedule_planned_ = s.schedule_planned;
+  if (s.val_step >= 0) {
+    last_eval_step_ = s.val_step;
+    last_val_loss_ = s.val_loss;
+  }
   if (model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
     if (!delayed->Restore(s.fp8_delayed)) {
       return DataLoss(fmt::format(

@@ -61,6 +61,10 @@ Result<TrainerState> ParseTrainerState(std::string_view text, const std::string&
     }
     // Absent in checkpoints made before time budgets existed.
     if (s.contains("schedule_planned")) st.schedule_planned = s.at("schedule_planned").get<bool>();
+    if (s.contains("last_eval")) {
+      ASSIGN_OR_RETURN(st.val_step, GetInt(s.at("last_eval"), "step", 0, kMax, path));
+      st.val_loss = s.at("last_eval").at("val_loss").get<double>();
+    }
     if (s.contains("fp8_delayed")) {
       for (const nlohmann::json& v : s.at("fp8_delayed")) {
         const double x = v.get<double>();

@@ -33,6 +33,10 @@ struct TrainerState {
   // (empty in checkpoints made before it was recorded: f32).
   std::string fp8_high_precision;
   bool schedule_planned = false;  // train.steps already fitted to train.time_budget_minutes
+  // The run's latest validation (absent before its first, and in checkpoints
+  // made before it was recorded): a resume at that step does not repeat it.
+  int64_t val_step = -1;
+  double val_loss = 0;
   // fp8-delayed: the amax histories and scales (model::Fp8DelayedScaling::Save).
   std::vector<double> fp8_delayed;
 };
