@@ -23,16 +23,18 @@ int RunEval(const infer::EvalOptions& o, bool json) {
   }
   if (!r->note.empty()) fmt::print(stderr, "[anvil eval: {}]\n", r->note);
   if (json) {
-    fmt::print("{{\"checkpoint\":\"{}\",\"step\":{},\"precision\":\"{}\",\"quant\":\"{}\","
-               "\"windows\":{},\"tokens\":{},\"loss\":{:.6f},\"perplexity\":{:.4f},"
-               "\"tokens_per_s\":{:.1f}}}\n",
-               r->checkpoint, r->step, r->precision, r->quant, r->windows, r->tokens, r->loss,
-               r->perplexity, r->tokens / std::max(r->seconds, 1e-9));
+    fmt::print(
+        "{{\"checkpoint\":\"{}\",\"step\":{},\"precision\":\"{}\",\"quant\":\"{}\","
+        "\"windows\":{},\"tokens\":{},\"loss\":{:.6f},\"perplexity\":{:.4f},"
+        "\"tokens_per_s\":{:.1f}}}\n",
+        r->checkpoint, r->step < 0 ? "null" : std::to_string(r->step), r->precision, r->quant,
+        r->windows, r->tokens, r->loss, r->perplexity, r->tokens / std::max(r->seconds, 1e-9));
   } else {
-    fmt::print("{} at step {}: precision {}, quant {}: validation loss {:.4f} (perplexity "
-               "{:.3f}) over {} windows, {} tokens; {:.0f} tokens/s\n",
-               r->checkpoint, r->step, r->precision, r->quant, r->loss, r->perplexity, r->windows,
-               r->tokens, r->tokens / std::max(r->seconds, 1e-9));
+    fmt::print(
+        "{}{}: precision {}, quant {}: validation loss {:.4f} (perplexity "
+        "{:.3f}) over {} windows, {} tokens; {:.0f} tokens/s\n",
+        r->checkpoint, AtStep(r->step), r->precision, r->quant, r->loss, r->perplexity, r->windows,
+        r->tokens, r->tokens / std::max(r->seconds, 1e-9));
   }
   return 0;
 }

@@ -40,11 +40,11 @@ int RunGenerate(const infer::GenerateOptions& o) {
     quant = fmt::format("; {} layer weights {:.1f} MiB, quantized in {:.2f} s", o.quant,
                         r->quant_weight_bytes / 1048576.0, r->quantize_seconds);
   }
-  fmt::print("\n\n[{} at step {}: {} prompt tokens in {:.3f} s; {} new tokens in {:.2f} s = "
-             "{:.1f} tokens/s; stop: {}{}]\n",
-             r->checkpoint, r->step, r->prompt_tokens, r->prefill_seconds, r->new_tokens,
-             r->decode_seconds, r->new_tokens / std::max(r->decode_seconds, 1e-9), r->stop_reason,
-             quant);
+  fmt::print(
+      "\n\n[{}{}: {} prompt tokens in {:.3f} s; {} new tokens in {:.2f} s = "
+      "{:.1f} tokens/s; stop: {}{}]\n",
+      r->checkpoint, AtStep(r->step), r->prompt_tokens, r->prefill_seconds, r->new_tokens,
+      r->decode_seconds, r->new_tokens / std::max(r->decode_seconds, 1e-9), r->stop_reason, quant);
   return 0;
 }
 

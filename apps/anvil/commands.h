@@ -1,7 +1,11 @@
 // Subcommand registration: each cmd_*.cc adds one subcommand to the app.
 #pragma once
 
+#include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
 
 namespace anvil::cli {
 
@@ -17,6 +21,12 @@ inline CLI::Validator NonEmptyPath() {
         return value.empty() ? std::string("an empty path") : std::string();
       },
       "PATH");
+}
+
+// Where a loaded model comes from: " at step N" of a checkpoint, or
+// " (an export)" (infer::OpenModelFolder's step -1).
+inline std::string AtStep(int64_t step) {
+  return step < 0 ? std::string(" (an export)") : fmt::format(" at step {}", step);
 }
 
 void AddEnvCommand(CLI::App& app);

@@ -112,6 +112,17 @@ grep -q "fp8-block, mxfp8 or fp8-delayed" "$work/rl-tensor.log" || { cat "$work/
   || { cat "$work/export.log"; fail "export of the rl checkpoint"; }
 /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert (c["bos_token_id"], c["eos_token_id"], c["pad_token_id"]) == (256, 257, 258), c' \
   "$work/rl_hf/config.json" || fail "the export's config.json lacks the special tokens' ids"
+# The export samples what its checkpoint does (same seed, same text), and
+# starts an RL run as rl.init.
+for ckpt in rl rl_hf; do
+  "$anvil" generate --ckpt "$work/$ckpt" --prompt "1+2=" --temperature 3 --seed 1 --max-new 6 \
+    > "$work/gen_t3_$ckpt.log" 2>&1 || { cat "$work/gen_t3_$ckpt.log"; fail "generate from $ckpt"; }
+done
+[ "$(head -n 1 "$work/gen_t3_rl_hf.log")" = "$(head -n 1 "$work/gen_t3_rl.log")" ] \
+  || { cat "$work/gen_t3_rl.log" "$work/gen_t3_rl_hf.log"; fail "the export samples other text"; }
+grep -q "rl_hf (an export):" "$work/gen_t3_rl_hf.log" || { cat "$work/gen_t3_rl_hf.log"; fail "generate did not say it read an export"; }
+"$anvil" rl "${rl_short[@]}" --out "$work/rl-from-hf" --set rl.init="$work/rl_hf" \
+  > "$work/rl-from-hf.log" 2>&1 || { cat "$work/rl-from-hf.log"; fail "rl from an export"; }
 
 # The rollout benchmark on the RL checkpoint, with a trace of each timed
 # batch (two batch sizes: one file each).

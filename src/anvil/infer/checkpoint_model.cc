@@ -90,6 +90,17 @@ constexpr int64_t kCachedWeightBytes = int64_t{32} << 20;
 
 }  // namespace
 
+Result<io::CheckpointInfo> OpenModelFolder(const std::string& path, io::CheckpointRead read) {
+  Result<io::CheckpointInfo> info = io::OpenCheckpoint(path, read);
+  std::error_code ec;
+  if (info.ok() || std::filesystem::exists(path + "/" + io::kManifestFile, ec) ||
+      !std::filesystem::exists(path + "/config.json", ec) ||
+      !std::filesystem::exists(path + "/model.safetensors", ec)) {
+    return info;
+  }
+  return io::CheckpointInfo{.dir = path, .step = -1};
+}
+
 std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,
                                                  const model::ModelConfig& config) {
   const size_t scratch = std::max(kernels::KernelCtx::kDefaultScratchBytes,
@@ -107,14 +118,16 @@ Result<CheckpointModel> Open(const std::string& checkpoint, model::Precision pre
                              Config* run_fp8, model::ForwardOptions* options,
                              io::CheckpointRead read) {
   CheckpointModel m;
-  ASSIGN_OR_RETURN(m.info, io::OpenCheckpoint(checkpoint, read));
+  ASSIGN_OR_RETURN(m.info, OpenModelFolder(checkpoint, read));
   ASSIGN_OR_RETURN(m.config, model::ReadHfConfig(m.info.dir + "/config.json"));
   m.pool = std::make_unique<ThreadPool>(threads);
   m.ctx = MakeModelCtx(*m.pool, m.config);
   *options = {.precision = precision};
   if (model::IsFp8(precision)) {
-    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
-    ASSIGN_OR_RETURN(*options, Fp8SettingsOf(run, *options));
+    if (m.info.step >= 0) {  // an export has no run config: the recipe's defaults
+      ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+      ASSIGN_OR_RETURN(*options, Fp8SettingsOf(run, *options));
+    }
     if (run_fp8 != nullptr) {
       ASSIGN_OR_RETURN(*options, Fp8SettingsOf(*run_fp8, *options));
     }
@@ -175,10 +188,24 @@ std::string DelayedScalingNote(const CheckpointModel& m, model::Precision precis
       m.info.dir);
 }
 
+namespace {
+
+// The config.toml of the run that saved `m`; an export has none, and the
+// error says what to `pass` instead.
+Result<Config> RunConfigOf(const CheckpointModel& m, const std::string& pass) {
+  if (m.info.step < 0) {
+    return InvalidArgument(
+        fmt::format("{}: an export carries no run config; pass {}", m.info.dir, pass));
+  }
+  return Config::FromFile(m.info.dir + "/config.toml");
+}
+
+}  // namespace
+
 Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested) {
   int64_t t = requested;
   if (t == 0) {
-    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(Config run, RunConfigOf(m, "--seq-len"));
     if (!run.Has("train.seq_len")) {
       return InvalidArgument(fmt::format(
           "{}/config.toml: no train.seq_len (not a run of `anvil train`); pass --seq-len",
@@ -196,7 +223,7 @@ Result<int64_t> RunSeqLen(const CheckpointModel& m, int64_t requested) {
 Result<data::TokenShard> OpenValidationShard(const CheckpointModel& m, std::string data_dir,
                                              const std::string& hint) {
   if (data_dir.empty()) {
-    ASSIGN_OR_RETURN(Config run, Config::FromFile(m.info.dir + "/config.toml"));
+    ASSIGN_OR_RETURN(Config run, RunConfigOf(m, hint));
     ASSIGN_OR_RETURN(data_dir, run.GetString("data.dir", ""));
   }
   if (data_dir.empty()) {

@@ -35,6 +35,12 @@ struct CheckpointModel {
   const model::ForwardWeights& forward_weights() const;
 };
 
+// A checkpoint folder (a run folder or its `latest` file resolved, verified
+// against its manifest as `read` says), or a folder `anvil export` wrote:
+// config.json and model.safetensors without a manifest, read as they are
+// (step -1: an export does not say).
+Result<io::CheckpointInfo> OpenModelFolder(const std::string& path, io::CheckpointRead read);
+
 // A kernel context on `pool` (the best ISA) whose per-thread scratch holds
 // the attention kernels' blocks of `config`, and which knows whether the
 // model's weights outgrow the caches (KernelCtx::weights_outgrow_caches).

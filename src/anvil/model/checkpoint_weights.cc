@@ -40,6 +40,10 @@ Status LoadCheckpointWeights(const std::string& dir, LlamaParams& params) {
 
 Result<std::string> CheckpointWeightsId(const std::string& dir) {
   const std::string path = dir + "/" + io::kManifestFile;
+  if (!std::filesystem::exists(path)) {
+    ASSIGN_OR_RETURN(const std::string weights, ReadFile(dir + "/model.safetensors"));
+    return fmt::format("{:016x}", Fnv1a64(weights.data(), weights.size()));
+  }
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   ASSIGN_OR_RETURN(const io::CheckpointManifest manifest, io::ParseCheckpointManifest(text, path));
   const bool sharded = HasWeightShards(dir);

@@ -110,7 +110,7 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
                                                     const Policy& policy, int64_t max_batch,
                                                     bool lm_head) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info,
-                   io::OpenCheckpoint(checkpoint, io::CheckpointRead::kModel));
+                   infer::OpenModelFolder(checkpoint, io::CheckpointRead::kModel));
   ASSIGN_OR_RETURN(const model::ModelConfig config,
                    model::ReadHfConfig(info.dir + "/config.json"));
   if (model::HfConfigJson(config) != model::HfConfigJson(policy.config)) {

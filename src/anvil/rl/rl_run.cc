@@ -12,6 +12,7 @@
 
 #include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
+#include "anvil/infer/checkpoint_model.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/io/flat_shards.h"
@@ -249,7 +250,7 @@ Status CheckResumable(const std::string& dir, const RlRunConfig& now) {
 // Which weights rl.init holds (model::CheckpointWeightsId).
 Result<std::string> InitWeightsId(const std::string& init) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info,
-                   io::OpenCheckpoint(init, io::CheckpointRead::kModel));
+                   infer::OpenModelFolder(init, io::CheckpointRead::kModel));
   return model::CheckpointWeightsId(info.dir);
 }
 
