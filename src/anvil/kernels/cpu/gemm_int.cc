@@ -315,6 +315,12 @@ void GemmInt(const KernelCtx& ctx, const IntRows& a, const IntWeights& w, float*
   base.ld = a.ld;
   base.ldy = ldy;
   base.accumulate = accumulate;
+  // Weights from DRAM (the model's outgrow the caches, or these alone do):
+  // prefetched ahead (kPrefetchLines).
+  constexpr int64_t kCachedCodeBytes = int64_t{8} << 20;
+  if (ctx.weights_outgrow_caches() || panels * w.lines() * 64 > kCachedCodeBytes) {
+    base.prefetch_bytes = gemm_int_internal::kPrefetchLines * 64;
+  }
   // Many rows: groups of wide_panels panels through the wide kernel where
   // the tier has one (a panel group left short takes the one-panel kernel).
   const gemm_int_internal::PanelFn wide_kernel = int4 ? kernels.int4_wide : kernels.int8_wide;

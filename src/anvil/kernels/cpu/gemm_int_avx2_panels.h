@@ -27,6 +27,12 @@ struct Avx2Panels {
     return _mm256_set1_epi32(v);
   }
 
+  // Line l + kPrefetchLines from DRAM, else line l (PanelTask::prefetch_bytes).
+  static void PrefetchLine(const PanelTask& t, int64_t l) {
+    _mm_prefetch(reinterpret_cast<const char*>(t.lines_data + l * 64 + t.prefetch_bytes),
+                 _MM_HINT_T0);
+  }
+
   // The panel's half h (8 columns of int32 lanes) of line l.
   static __m256i Line(const PanelTask& t, int64_t l, int h) {
     return _mm256_load_si256(reinterpret_cast<const __m256i*>(t.lines_data + l * 64 + h * 32));
@@ -60,6 +66,7 @@ struct Avx2Panels {
       const int64_t l0 = g * t.lines_per_group;
       const int64_t l1 = l0 + t.lines_per_group < t.lines ? l0 + t.lines_per_group : t.lines;
       for (int64_t l = l0; l < l1; ++l) {
+        PrefetchLine(t, l);
         const __m256i v = Line(t, l, h);
         const __m256i lo = _mm256_and_si256(v, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);

@@ -23,6 +23,12 @@ inline __m512i Dpbusd(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
+// Line l + kPrefetchLines from DRAM, else line l (PanelTask::prefetch_bytes).
+inline void PrefetchLine(const PanelTask& t, int64_t l) {
+  _mm_prefetch(reinterpret_cast<const char*>(t.lines_data + l * 64 + t.prefetch_bytes),
+               _MM_HINT_T0);
+}
+
 inline __m512i Broadcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -43,6 +49,7 @@ void Int8Panel(const PanelTask& t) {
   __m512i acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
   for (int64_t l = 0; l < t.lines; ++l) {
+    PrefetchLine(t, l);
     const __m512i w = _mm512_load_si512(t.lines_data + l * 64);
     for (int r = 0; r < R; ++r) {
       acc[r] = Dpbusd(acc[r], Broadcast4(t.q_u8 + r * t.ld + l * 4), w);
@@ -118,6 +125,7 @@ void Int4Panel(const PanelTask& t) {
     const int64_t l0 = g * t.lines_per_group;
     const int64_t l1 = l0 + t.lines_per_group < t.lines ? l0 + t.lines_per_group : t.lines;
     for (int64_t l = l0; l < l1; ++l) {
+      PrefetchLine(t, l);
       const __m512i v = _mm512_load_si512(t.lines_data + l * 64);
       const __m512i lo = _mm512_and_si512(v, low4);
       const __m512i hi = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, v, 4), low4);

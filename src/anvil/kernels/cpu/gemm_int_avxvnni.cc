@@ -36,6 +36,7 @@ void Int8Panel(const PanelTask& t) {
   __m256i lo[R], hi[R];
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_si256();
   for (int64_t l = 0; l < t.lines; ++l) {
+    Panels::PrefetchLine(t, l);
     const __m256i w0 = Panels::Line(t, l, 0), w1 = Panels::Line(t, l, 1);
     for (int r = 0; r < R; ++r) {
       const __m256i a = Panels::Broadcast4(t.q_u8 + r * t.ld + l * 4);
