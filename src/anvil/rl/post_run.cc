@@ -199,10 +199,12 @@ Status PostRun::CheckResumedRecipe() const {
 }
 
 // What a resume keeps besides the recipe (CheckResumedRecipe): the task, the
-// tokenizer, whether there is a KL reference, and the rows of a step (their
-// layout, grad_accum and ranks, may change). A --set over one of them would
-// go on as another run, not this one continued. ({kind}.init may change: a
-// moved folder is named anew.)
+// tokenizer, whether there is a KL reference, the rows of a step (their
+// layout, grad_accum and ranks, may change), and what rl's checkpoints hold
+// state for: the algorithm (PPO's value head), the critic (a separate one's
+// model) and the staleness (the rollout snapshot). A --set over one of them
+// would go on as another run, not this one continued. ({kind}.init may
+// change: a moved folder is named anew.)
 Status PostRun::CheckResumeKeepsTheRun() const {
   if (run_.steps < step_) {
     return InvalidArgument(fmt::format(
@@ -214,7 +216,8 @@ Status PostRun::CheckResumeKeepsTheRun() const {
   const std::string kind = kind_;
   const auto kept = [&kind](const std::string& key) {
     return key.starts_with("task.") || key == "sft.tokenizer" || key == "sft.batch_size" ||
-           key == "rl.group_size" || key == "rl.prompts_per_step" || key == "rl.reference";
+           key == "rl.group_size" || key == "rl.prompts_per_step" || key == "rl.reference" ||
+           key == "rl.algorithm" || key == "rl.critic" || key == "rl.max_staleness";
   };
   return RefuseResumeChanges(path, config_.ChangedFrom(saved, kept),
                              fmt::format("start a new run from the checkpoint ({}.init)", kind_));

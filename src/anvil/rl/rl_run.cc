@@ -228,25 +228,6 @@ struct RlRunConfig {
 // so the problems RL learns from are ones SFT never showed the policy.
 constexpr uint64_t kFirstRlProblem = uint64_t{1} << 32;
 
-// A resumed run keeps what its checkpoints' state depends on: the algorithm
-// (PPO's value head), its critic (a separate one's model) and the staleness
-// (the rollout snapshot). `dir`: the checkpoint resumed from, whose
-// config.toml is the run's as saved.
-Status CheckResumable(const std::string& dir, const RlRunConfig& now) {
-  ASSIGN_OR_RETURN(Config saved, Config::FromFile(dir + "/config.toml"));
-  ASSIGN_OR_RETURN(const std::string algorithm, saved.GetString("rl.algorithm", "grpo"));
-  ASSIGN_OR_RETURN(const std::string critic, saved.GetString("rl.critic", "shared"));
-  ASSIGN_OR_RETURN(const int64_t staleness, saved.GetInt("rl.max_staleness", 0));
-  if (algorithm != now.algorithm || critic != now.critic || staleness != now.max_staleness) {
-    return InvalidArgument(fmt::format(
-        "{}: a run with rl.algorithm = \"{}\", rl.critic = \"{}\" and rl.max_staleness = {} "
-        "resumes with the same (asked: \"{}\", \"{}\" and {}); start a new run from its "
-        "checkpoint with rl.init instead",
-        dir, algorithm, critic, staleness, now.algorithm, now.critic, now.max_staleness));
-  }
-  return Status::Ok();
-}
-
 // Which weights rl.init holds (model::CheckpointWeightsId).
 Result<std::string> InitWeightsId(const std::string& init) {
   ASSIGN_OR_RETURN(const io::CheckpointInfo info,
@@ -365,7 +346,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   ASSIGN_OR_RETURN(std::unique_ptr<PostRun> run,
                    PostRun::Create(std::move(config), "rl", options, model_rows,
                                    /*fresh=*/nullptr));
-  if (options.resume) RETURN_IF_ERROR(CheckResumable(run->loaded_from(), gc));
   const PostRunConfig& rc = run->config();
   // The weights the run started from, recorded in its checkpoints: a resume
   // loads the KL reference and a separate critic from rl.init again, which
