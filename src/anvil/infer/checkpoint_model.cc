@@ -92,13 +92,15 @@ constexpr int64_t kCachedWeightBytes = int64_t{32} << 20;
 
 Result<io::CheckpointInfo> OpenModelFolder(const std::string& path, io::CheckpointRead read) {
   Result<io::CheckpointInfo> info = io::OpenCheckpoint(path, read);
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::error_code ec;
-  if (info.ok() || std::filesystem::exists(path + "/" + io::kManifestFile, ec) ||
-      !std::filesystem::exists(path + "/config.json", ec) ||
-      !std::filesystem::exists(path + "/model.safetensors", ec)) {
+  if (info.ok() || std::filesystem::exists(dir + "/" + io::kManifestFile, ec) ||
+      !std::filesystem::exists(dir + "/config.json", ec) ||
+      !std::filesystem::exists(dir + "/model.safetensors", ec)) {
     return info;
   }
-  return io::CheckpointInfo{.dir = path, .step = -1};
+  return io::CheckpointInfo{.dir = dir, .step = -1};
 }
 
 std::unique_ptr<kernels::KernelCtx> MakeModelCtx(ThreadPool& pool,

@@ -4,7 +4,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <vector>
 
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
@@ -19,6 +22,19 @@ constexpr char kWeightsTensor[] = "weights";
 bool HasWeightShards(const std::string& dir) {
   return !std::filesystem::exists(dir + "/model.safetensors") &&
          !io::ShardFiles(dir, kWeightShardPrefix).empty();
+}
+
+// The checksum of a weights file, read a MiB at a time.
+Result<std::string> WeightsFileId(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (f == nullptr) return NotFound(fmt::format("{}: cannot open", path));
+  std::vector<char> buffer(size_t{1} << 20);
+  uint64_t hash = kFnv1a64Offset;
+  for (size_t got; (got = std::fread(buffer.data(), 1, buffer.size(), f.get())) > 0;) {
+    hash = Fnv1a64(buffer.data(), got, hash);
+  }
+  if (std::ferror(f.get())) return IoError(fmt::format("{}: read error", path));
+  return fmt::format("{:016x}", hash);
 }
 
 }  // namespace
@@ -40,10 +56,7 @@ Status LoadCheckpointWeights(const std::string& dir, LlamaParams& params) {
 
 Result<std::string> CheckpointWeightsId(const std::string& dir) {
   const std::string path = dir + "/" + io::kManifestFile;
-  if (!std::filesystem::exists(path)) {
-    ASSIGN_OR_RETURN(const std::string weights, ReadFile(dir + "/model.safetensors"));
-    return fmt::format("{:016x}", Fnv1a64(weights.data(), weights.size()));
-  }
+  if (!std::filesystem::exists(path)) return WeightsFileId(dir + "/model.safetensors");
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   ASSIGN_OR_RETURN(const io::CheckpointManifest manifest, io::ParseCheckpointManifest(text, path));
   const bool sharded = HasWeightShards(dir);

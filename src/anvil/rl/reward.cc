@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <system_error>
 #include <thread>
 
 extern char** environ;
@@ -215,13 +216,19 @@ std::vector<RewardResult> CommandReward::ScoreAll(std::span<const RewardInput> i
   std::vector<RewardResult> results(inputs.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < inputs.size();) {
+    while (true) {
+      const size_t i = next.fetch_add(1);
+      if (i >= inputs.size()) return;
       results[i] = Score(inputs[i].prompt, inputs[i].completion);
     }
   };
   const size_t threads = std::min(inputs.size(), static_cast<size_t>(std::max(at_once, 1)));
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  try {
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  } catch (const std::system_error&) {
+    // Out of threads (a process limit): the ones started and this one do the rest.
+  }
   work();
   for (std::thread& t : helpers) t.join();
   return results;

@@ -43,7 +43,6 @@ class CommandReward {
   // together (a command mostly waits on its own start-up or on I/O, so more
   // than the cores can run at once).
   std::vector<RewardResult> ScoreAll(std::span<const RewardInput> inputs, int at_once) const;
-  const std::string& command() const { return command_; }
 
  private:
   std::string command_;

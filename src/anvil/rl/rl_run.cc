@@ -2,7 +2,6 @@
 #include "anvil/rl/rl_run.h"
 
 #include <fmt/core.h>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -339,6 +338,21 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
         ranks, world_size));
   }
   const bool leader = trainers == nullptr || trainers->rank() == 0;
+  // Several ranks: one scoring its share of the samples keeps the others
+  // waiting, and the watchdog ends a wait past comm.timeout_s.
+  if (!gc.reward_command.empty() && world_size > 1) {
+    const int64_t share = (gc.samples_per_step() + ranks - 1) / ranks;
+    const int64_t rounds = (share + gc.reward_at_once - 1) / gc.reward_at_once;
+    const double longest = static_cast<double>(rounds) * gc.reward_timeout_s;
+    if (longest >= gc.comm_timeout_s) {
+      return InvalidArgument(fmt::format(
+          "rl.reward_timeout_s = {:g}: a trainer rank scores up to {} samples, {} at once "
+          "(rl.reward_at_once), so a step's rewards may take {:g} s, past comm.timeout_s = {:g} "
+          "after which a waiting rank ends the job: raise comm.timeout_s or rl.reward_at_once, or "
+          "lower rl.reward_timeout_s",
+          gc.reward_timeout_s, share, gc.reward_at_once, longest, gc.comm_timeout_s));
+    }
+  }
   // The rows a model holds: one slot's of an update (trainer_ranks.h), at
   // most; the recomputes go through them in as many calls as it takes.
   const int64_t model_rows = SlotRowsAtMost(gc.samples_per_step(), gc.step.minibatches,
@@ -347,20 +361,24 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                    PostRun::Create(std::move(config), "rl", options, model_rows,
                                    /*fresh=*/nullptr));
   const PostRunConfig& rc = run->config();
-  // The weights the run started from, recorded in its checkpoints: a resume
-  // loads the KL reference and a separate critic from rl.init again, which
-  // may have moved but must hold them still (not a later step of its run).
-  const bool reads_init = gc.reference || gc.critic == "separate";
-  std::string init_weights = run->ResumedString("init_weights").value_or("");
-  if (!options.resume || reads_init) {
-    ASSIGN_OR_RETURN(const std::string now, InitWeightsId(rc.init));
-    if (options.resume && !init_weights.empty() && now != init_weights) {
-      return InvalidArgument(fmt::format(
-          "rl.init = {} holds other weights than the run started from (weights id {}, then {}); "
-          "the {} loads from it: point rl.init at the checkpoint the run started from",
-          rc.init, now, init_weights, gc.reference ? "KL reference" : "separate critic"));
+  // The weights the run started from (the checkpoint it loaded), recorded
+  // in its checkpoints: a resume loads the KL reference from rl.init again,
+  // which may have moved but must hold them still (not a later step of its
+  // run). (A separate critic's weights come from the run's checkpoint.)
+  std::string init_weights;
+  if (!options.resume) {
+    ASSIGN_OR_RETURN(init_weights, model::CheckpointWeightsId(run->loaded_from()));
+  } else {
+    init_weights = run->ResumedString("init_weights").value_or("");
+    if (gc.reference && !init_weights.empty()) {
+      ASSIGN_OR_RETURN(const std::string now, InitWeightsId(rc.init));
+      if (now != init_weights) {
+        return InvalidArgument(fmt::format(
+            "rl.init = {} holds other weights (id {}) than the run started from (id {}); the KL "
+            "reference loads from it: point rl.init at the checkpoint the run started from",
+            rc.init, now, init_weights));
+      }
     }
-    init_weights = now;
   }
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
@@ -588,14 +606,13 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     first_eval.emplace();
     first_eval->accuracy = *a;
   }
-  std::vector<std::string> extra_state;
-  if (!init_weights.empty()) {
-    extra_state.push_back(fmt::format("\"init_weights\": \"{}\"", init_weights));
-  }
+  std::string extra_state;
+  if (!init_weights.empty()) extra_state = fmt::format("\"init_weights\": \"{}\"", init_weights);
   if (first_eval) {
-    extra_state.push_back(fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy));
+    if (!extra_state.empty()) extra_state += ",\n  ";
+    extra_state += fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy);
   }
-  run->SetExtraState(fmt::format("{}", fmt::join(extra_state, ",\n  ")));
+  run->SetExtraState(extra_state);
   if (async && run->step() < rc.steps) {  // the first step's samples
     async->Start(step_prompts(run->step(), nullptr), run->step(), run->step() == 0 ? 0 : 1);
   }
@@ -607,6 +624,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     const std::vector<std::vector<int32_t>> prompts = step_prompts(step, &problems);
     int64_t correct = 0;
     RlStepMetrics m;
+    Rollouts rollouts;
     // With a reward command: this rank's share of the samples scored up
     // front, several commands at once (by request * G + sample).
     std::vector<RewardResult> scored;
@@ -615,7 +633,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       RewardResult r = TaskReward(rc.task.task, problems[request], text, gc.format_weight);
       correct += r.correct;
       if (!command) return r.reward;
-      const RewardResult& c = scored[request * gc.group_size + s.sample];
+      const RewardResult& c = scored[request * rollouts.group_size + s.sample];
       if (!c.error.empty()) {
         ++m.reward_errors;
         if (m.reward_error.empty()) m.reward_error = c.error;
@@ -626,7 +644,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     m.reward_command = command.has_value();
     m.samples = gc.samples_per_step();
     m.lr = run->LrAt(step);
-    Rollouts rollouts;
     if (gc.max_staleness == 1) {
       Stopwatch wait;
       Status drawn = Status::Ok();
@@ -666,8 +683,10 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     run->StepDone();
     m.step = run->step();
     correct = trainers->AllReduceValue(correct);  // each rank scored its share
-    m.reward_errors = trainers->AllReduceValue(m.reward_errors);
-    if (m.reward_errors > 0 && m.reward_error.empty()) m.reward_error = "(on another rank)";
+    if (command) {                                // (every rank has one, or none)
+      m.reward_errors = trainers->AllReduceValue(m.reward_errors);
+      if (m.reward_errors > 0 && m.reward_error.empty()) m.reward_error = "(on another rank)";
+    }
     m.train_accuracy =
         static_cast<double>(correct) / static_cast<double>(gc.samples_per_step());
     m.seconds = watch.Seconds();

@@ -159,7 +159,18 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
 
   SftBatch batch;
   int64_t tokens_seen = run->step() * batch_size * t_len;
-  bool reached = false;  // sft.stop_at_accuracy
+  // sft.stop_at_accuracy, met at the last evaluation (also a resumed run's:
+  // it stopped there, and is done).
+  auto met = [&] {
+    return stop_at > 0 && run->last_eval_step() == run->step() &&
+           run->last_eval()->accuracy >= stop_at;
+  };
+  bool reached = met();
+  if (reached && hooks.run.on_message) {
+    hooks.run.on_message(fmt::format(
+        "the run reached sft.stop_at_accuracy = {} at step {}: all done (raise it to go on)",
+        stop_at, run->step()));
+  }
   while (!reached && !run->Done(hooks.run)) {
     ANVIL_TRACE_ZONE("sft_step");
     Stopwatch watch;
@@ -210,9 +221,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     if (hooks.on_step) hooks.on_step(m);
     RETURN_IF_ERROR(run->AfterStep(hooks.run));
     // Every rank evaluated (its share) and holds the same figures: the same verdict.
-    const bool stop = stop_at > 0 && run->last_eval_step() == run->step() &&
-                      run->last_eval()->accuracy >= stop_at;
-    if (stop) {
+    if (met()) {
       reached = true;
       if (hooks.run.on_message) {
         hooks.run.on_message(fmt::format(

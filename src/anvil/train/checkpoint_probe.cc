@@ -81,7 +81,7 @@ Result<CheckpointProbeResult> ProbeCheckpoint(const CheckpointProbeOptions& o) {
   ProbeWriter writer;
   RETURN_IF_ERROR(writer.Open(result.path));
   const bool fp8 = model::IsFp8(precision);
-  const int64_t step = m.info.step;
+  const int64_t step = std::max<int64_t>(m.info.step, 0);  // an export's: unknown, 0
   int64_t index = 0;
   model::StepHooks hooks;
   hooks.probe = [&](const std::string& name, float* x, int64_t n) {

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -93,7 +94,9 @@ Status Trainer::WriteSharedCheckpointFiles(const std::string& temp) {
     s["fp8_high_precision"] = train_.fp8_high_precision_name();
   }
   s["schedule_planned"] = schedule_planned_;
-  if (last_val_loss_) s["last_eval"] = {{"step", last_eval_step_}, {"val_loss", *last_val_loss_}};
+  if (last_val_loss_ && std::isfinite(*last_val_loss_)) {  // (JSON has no inf or NaN)
+    s["last_eval"] = {{"step", last_eval_step_}, {"val_loss", *last_val_loss_}};
+  }
   if (const model::Fp8DelayedScaling* delayed = model_->fp8_delayed()) {
     s["fp8_delayed"] = delayed->Save();
   }

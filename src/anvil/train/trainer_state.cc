@@ -64,6 +64,9 @@ Result<TrainerState> ParseTrainerState(std::string_view text, const std::string&
     if (s.contains("last_eval")) {
       ASSIGN_OR_RETURN(st.val_step, GetInt(s.at("last_eval"), "step", 0, kMax, path));
       st.val_loss = s.at("last_eval").at("val_loss").get<double>();
+      if (!std::isfinite(st.val_loss)) {
+        return DataLoss(fmt::format("{}: last_eval holds a val_loss of {}", path, st.val_loss));
+      }
     }
     if (s.contains("fp8_delayed")) {
       for (const nlohmann::json& v : s.at("fp8_delayed")) {

@@ -26,7 +26,7 @@ void Int8Half(const PanelTask& t, int h) {
   __m256i acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
   for (int64_t l = 0; l < t.lines; ++l) {
-    Panels::PrefetchLine(t, l);
+    if (h == 0) Panels::PrefetchLine(t, l);  // (the second half finds the lines in L2)
     const __m256i w = Panels::Line(t, l, h);
     for (int r = 0; r < R; ++r) {
       const __m256i a = Panels::Broadcast4(t.q + r * t.ld + l * 4);

@@ -29,7 +29,9 @@ struct Avx2Panels {
 
   // Line l + kPrefetchLines from DRAM, else line l (PanelTask::prefetch_bytes).
   static void PrefetchLine(const PanelTask& t, int64_t l) {
-    _mm_prefetch(reinterpret_cast<const char*>(t.lines_data + l * 64 + t.prefetch_bytes),
+    // (an address computed as an integer: past the last panel it points nowhere)
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(t.lines_data) + l * 64 +
+                                               t.prefetch_bytes),
                  _MM_HINT_T0);
   }
 
@@ -66,7 +68,7 @@ struct Avx2Panels {
       const int64_t l0 = g * t.lines_per_group;
       const int64_t l1 = l0 + t.lines_per_group < t.lines ? l0 + t.lines_per_group : t.lines;
       for (int64_t l = l0; l < l1; ++l) {
-        PrefetchLine(t, l);
+        if (h == 0) PrefetchLine(t, l);  // (the second half finds the lines in L2)
         const __m256i v = Line(t, l, h);
         const __m256i lo = _mm256_and_si256(v, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);

@@ -25,7 +25,9 @@ inline __m512i Dpbusd(__m512i acc, __m512i a, __m512i b) {
 
 // Line l + kPrefetchLines from DRAM, else line l (PanelTask::prefetch_bytes).
 inline void PrefetchLine(const PanelTask& t, int64_t l) {
-  _mm_prefetch(reinterpret_cast<const char*>(t.lines_data + l * 64 + t.prefetch_bytes),
+  // (an address computed as an integer: past the last panel it points nowhere)
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(t.lines_data) + l * 64 +
+                                             t.prefetch_bytes),
                _MM_HINT_T0);
 }
 
