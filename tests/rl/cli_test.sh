@@ -75,6 +75,10 @@ rl_short=(--config "$src/configs/rl-addition.toml" --set task.digits=1 --set rl.
 grep -q '^rewards from `grep' "$work/rl-cmd.log" || { cat "$work/rl-cmd.log"; fail "reward command not announced"; }
 [ "$(grep -c '"reward":0.25,.*"reward_errors":0' "$work/rl-cmd/metrics.jsonl")" = 2 ] \
   || { cat "$work/rl-cmd/metrics.jsonl"; fail "the steps' rewards are not the command's"; }
+"$anvil" rl --resume "$work/rl-cmd" --set rl.steps=3 --set rl.reward_command='"echo 1"' \
+  > "$work/rl-cmd-resume.log" 2>&1 || { cat "$work/rl-cmd-resume.log"; fail "resume with another reward command"; }
+grep -q "note: the run's rewards came from \`grep.*, now from \`echo 1\`" "$work/rl-cmd-resume.log" \
+  || { cat "$work/rl-cmd-resume.log"; fail "a changed reward command not noted"; }
 "$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-fail" --set rl.reward_command='"exit 3"' \
   --set rl.reward_at_once=3 > "$work/rl-cmd-fail.log" 2>&1 \
   || { cat "$work/rl-cmd-fail.log"; fail "rl with a failing reward command"; }

@@ -587,6 +587,19 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // checkpoint file) and then follow its own updates.
   if (critic_model) StartDelayedScales(*critic_model, ctx, step_prompts(0, nullptr));
 
+  // A resume may change the reward (a fixed script, say), but its steps from
+  // here then optimize another objective: said.
+  if (options.resume && hooks.run.on_message) {
+    ASSIGN_OR_RETURN(Config saved, Config::FromFile(run->loaded_from() + "/config.toml"));
+    ASSIGN_OR_RETURN(const std::string before, saved.GetString("rl.reward_command", ""));
+    if (before != gc.reward_command) {
+      hooks.run.on_message(fmt::format(
+          "note: the run's rewards came from {}, now from {}: its steps from here optimize "
+          "another reward",
+          before.empty() ? "the task" : "`" + before + "`",
+          gc.reward_command.empty() ? "the task" : "`" + gc.reward_command + "`"));
+    }
+  }
   std::optional<CommandReward> command;
   if (!gc.reward_command.empty()) {
     command.emplace(gc.reward_command, gc.reward_timeout_s);
