@@ -53,6 +53,19 @@ awk -v a="$got" -v b="$val" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1
 "$anvil" eval --ckpt "$work/run" --windows 4 --json > "$work/eval_f32.json" 2>/dev/null \
   || fail "eval f32"
 f32=$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval_f32.json")
+# Its export evaluates to the same loss (no run config there: the window
+# length and the data are given), and says it is one.
+"$anvil" export --ckpt "$work/run" --out "$work/run_hf" > /dev/null 2>&1 || fail "export"
+if "$anvil" eval --ckpt "$work/run_hf" --windows 4 > "$work/eval_hf_bad.log" 2>&1; then
+  fail "eval of an export without --seq-len was accepted"
+fi
+grep -q "an export carries no run config; pass --seq-len" "$work/eval_hf_bad.log" \
+  || { cat "$work/eval_hf_bad.log"; fail "eval of an export: no reason given"; }
+"$anvil" eval --ckpt "$work/run_hf/" --windows 4 --seq-len 16 --data "$work/data" --json \
+  > "$work/eval_hf.json" 2> "$work/eval_hf.log" || { cat "$work/eval_hf.log"; fail "eval of the export"; }
+[ "$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval_hf.json")" = "$f32" ] \
+  || { cat "$work/eval_f32.json" "$work/eval_hf.json"; fail "the export evaluates to another loss"; }
+grep -q '"step":null' "$work/eval_hf.json" || { cat "$work/eval_hf.json"; fail "an export's step is not null"; }
 for q in w8a8:0.01 w4a8:0.05; do
   "$anvil" eval --ckpt "$work/run" --quant "${q%%:*}" --windows 4 --json > "$work/eval_q.json" \
     2> "$work/eval_q.log" || { cat "$work/eval_q.log"; fail "eval --quant ${q%%:*}"; }
