@@ -137,6 +137,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   size_t written = 0;
   std::string output;
   bool timed_out = false;
+  constexpr size_t kMaxOutput = size_t{1} << 20;
   int write_fd = in[1];
   fcntl(write_fd, F_SETFL, O_NONBLOCK);
   while (true) {
@@ -164,7 +165,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
       const ssize_t got = read(out[0], buf, sizeof(buf));
       if (got <= 0) break;  // the command closed its output
       output.append(buf, static_cast<size_t>(got));
-      if (output.size() > (1 << 20)) break;
+      if (output.size() > kMaxOutput) break;
     }
   }
   if (write_fd >= 0) close(write_fd);
@@ -189,6 +190,10 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
+  if (output.size() > kMaxOutput) {  // (its pipe then closed under it: SIGPIPE)
+    r.error = "reward command printed more than 1 MiB";
+    return r;
+  }
   if (timed_out) {
     r.error = fmt::format("reward command timed out after {:g} s", timeout_seconds_);
     return r;
@@ -205,6 +210,11 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(value)) {
     r.error = fmt::format("reward command printed '{}', not one number",
                           copy.substr(0, 60));
+    return r;
+  }
+  // Advantages and losses scale with the rewards: past this they overflow.
+  if (!(std::fabs(value) <= kMaxCommandReward)) {
+    r.error = fmt::format("reward command printed {:g}, beyond +-{:g}", value, kMaxCommandReward);
     return r;
   }
   r.reward = value;

@@ -3,9 +3,10 @@
 // ends at its first newline), plus `format_weight` for a well-formed answer
 // (a number, or for sorting a space-separated list of them), right or wrong.
 // CommandReward runs a user's command per sample: {"prompt": ...,
-// "completion": ...} as one JSON line on its stdin, one number on its stdout;
-// a command that fails, times out or prints anything else gives reward 0
-// and an error saying why, never a crash.
+// "completion": ...} as one JSON line on its stdin, one number on its stdout
+// (|reward| <= kMaxCommandReward); a command that fails, times out (its
+// output still open: a background child holding it counts) or prints
+// anything else gives reward 0 and an error saying why, never a crash.
 #pragma once
 
 #include <span>
@@ -29,6 +30,8 @@ std::string_view AnswerOf(std::string_view completion);
 
 RewardResult TaskReward(Task task, const Problem& problem, std::string_view completion,
                         double format_weight = 0.1);
+
+inline constexpr double kMaxCommandReward = 1e6;
 
 struct RewardInput {
   std::string_view prompt, completion;

@@ -74,7 +74,8 @@ TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
        {Bad{"sleep 5", "timed out"}, Bad{"exec >&-; sleep 5", "timed out"},
         Bad{"sleep 5 & sleep 5", "timed out"}, Bad{"echo lots of words", "not one number"},
         Bad{"exit 3", "exited with 3"}, Bad{"no_such_command_xyz 2>/dev/null", "exited with 127"},
-        Bad{"kill -9 $$", "signal 9"}}) {
+        Bad{"kill -9 $$", "signal 9"}, Bad{"echo 1e300", "beyond"},
+        Bad{"head -c 2000000 /dev/zero | tr '\\0' 1", "more than 1 MiB"}}) {
     const RewardResult r = CommandReward(b.command, 0.5).Score("p", "c");
     EXPECT_EQ(r.reward, 0.0) << b.command;
     EXPECT_NE(r.error.find(b.reason), std::string::npos) << b.command << ": " << r.error;
