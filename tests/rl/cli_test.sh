@@ -127,6 +127,10 @@ done
 grep -q "rl_hf (an export):" "$work/gen_t3_rl_hf.log" || { cat "$work/gen_t3_rl_hf.log"; fail "generate did not say it read an export"; }
 "$anvil" rl "${rl_short[@]}" --out "$work/rl-from-hf" --set rl.init="$work/rl_hf" \
   > "$work/rl-from-hf.log" 2>&1 || { cat "$work/rl-from-hf.log"; fail "rl from an export"; }
+# The same weights in the checkpoint the export came from: the resume takes them.
+"$anvil" rl --resume "$work/rl-from-hf" --set rl.steps=3 --set rl.init="$work/rl/step_5" \
+  > "$work/rl-from-hf-resume.log" 2>&1 \
+  || { cat "$work/rl-from-hf-resume.log"; fail "resume with rl.init at the export's checkpoint"; }
 
 # The rollout benchmark on the RL checkpoint, with a trace of each timed
 # batch (two batch sizes: one file each).

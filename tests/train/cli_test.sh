@@ -66,6 +66,12 @@ grep -q "an export carries no run config; pass --seq-len" "$work/eval_hf_bad.log
 [ "$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval_hf.json")" = "$f32" ] \
   || { cat "$work/eval_f32.json" "$work/eval_hf.json"; fail "the export evaluates to another loss"; }
 grep -q '"step":null' "$work/eval_hf.json" || { cat "$work/eval_hf.json"; fail "an export's step is not null"; }
+rm "$work/run_hf/tokenizer.json"
+if "$anvil" generate --ckpt "$work/run_hf" --prompt "the" > "$work/gen_hf_notok.log" 2>&1; then
+  fail "generate from an export without its tokenizer was accepted"
+fi
+grep -q "no tokenizer.json, nor a run config naming the data's; pass --tokenizer" \
+  "$work/gen_hf_notok.log" || { cat "$work/gen_hf_notok.log"; fail "a missing tokenizer not said"; }
 for q in w8a8:0.01 w4a8:0.05; do
   "$anvil" eval --ckpt "$work/run" --quant "${q%%:*}" --windows 4 --json > "$work/eval_q.json" \
     2> "$work/eval_q.log" || { cat "$work/eval_q.log"; fail "eval --quant ${q%%:*}"; }

@@ -29,6 +29,11 @@ Result<data::Tokenizer> CheckpointTokenizer(const std::string& checkpoint_dir,
   if (path.empty() && std::filesystem::exists(checkpoint_dir + "/tokenizer.json")) {
     path = checkpoint_dir + "/tokenizer.json";
   }
+  if (path.empty() && !std::filesystem::exists(checkpoint_dir + "/config.toml")) {
+    return NotFound(
+        fmt::format("{}: no tokenizer.json, nor a run config naming the data's; pass --tokenizer",
+                    checkpoint_dir));
+  }
   if (path.empty()) {
     ASSIGN_OR_RETURN(Config run_config, Config::FromFile(checkpoint_dir + "/config.toml"));
     ASSIGN_OR_RETURN(const std::string data_dir, run_config.GetString("data.dir", ""));

@@ -25,13 +25,6 @@ Status SaveWeightShard(const std::string& dir, int rank, int ranks, int64_t size
 // The whole master weights (not the bf16 shadow: call RefreshBf16 after).
 Status LoadCheckpointWeights(const std::string& dir, LlamaParams& params);
 
-// Which weights checkpoint folder `dir` holds, as its manifest's checksums of
-// the weight files (16 hex digits): equal ids, equal weights, without
-// reading them. Another checkpoint of the same weights in the other form
-// (whole or sharded) has another id. A folder without a manifest (an
-// export): the checksum of its model.safetensors, read.
-Result<std::string> CheckpointWeightsId(const std::string& dir);
-
 // Elements [begin, end) of the flat layout of `config` into out[0, end - begin).
 Status LoadCheckpointWeightRange(const std::string& dir, const ModelConfig& config, int64_t begin,
                                  int64_t end, float* out);

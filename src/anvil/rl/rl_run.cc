@@ -11,11 +11,9 @@
 
 #include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
-#include "anvil/infer/checkpoint_model.h"
+#include "anvil/core/file_util.h"
 #include "anvil/infer/rollout.h"
-#include "anvil/io/checkpoint.h"
 #include "anvil/io/flat_shards.h"
-#include "anvil/model/checkpoint_weights.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
@@ -227,11 +225,11 @@ struct RlRunConfig {
 // so the problems RL learns from are ones SFT never showed the policy.
 constexpr uint64_t kFirstRlProblem = uint64_t{1} << 32;
 
-// Which weights rl.init holds (model::CheckpointWeightsId).
-Result<std::string> InitWeightsId(const std::string& init) {
-  ASSIGN_OR_RETURN(const io::CheckpointInfo info,
-                   infer::OpenModelFolder(init, io::CheckpointRead::kModel));
-  return model::CheckpointWeightsId(info.dir);
+// Which weights a model holds: the checksum of its f32 master weights, the
+// same from any form of checkpoint (whole, sharded, an export).
+std::string WeightsId(const model::Llama& model) {
+  const std::span<const float> w = model.params().weights();
+  return fmt::format("{:016x}", Fnv1a64(w.data(), w.size_bytes()));
 }
 
 const char* AlgorithmName(AdvantageKind kind) {
@@ -361,25 +359,12 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
                    PostRun::Create(std::move(config), "rl", options, model_rows,
                                    /*fresh=*/nullptr));
   const PostRunConfig& rc = run->config();
-  // The weights the run started from (the checkpoint it loaded), recorded
-  // in its checkpoints: a resume loads the KL reference from rl.init again,
-  // which may have moved but must hold them still (not a later step of its
-  // run). (A separate critic's weights come from the run's checkpoint.)
-  std::string init_weights;
-  if (!options.resume) {
-    ASSIGN_OR_RETURN(init_weights, model::CheckpointWeightsId(run->loaded_from()));
-  } else {
-    init_weights = run->ResumedString("init_weights").value_or("");
-    if (gc.reference && !init_weights.empty()) {
-      ASSIGN_OR_RETURN(const std::string now, InitWeightsId(rc.init));
-      if (now != init_weights) {
-        return InvalidArgument(fmt::format(
-            "rl.init = {} holds other weights (id {}) than the run started from (id {}); the KL "
-            "reference loads from it: point rl.init at the checkpoint the run started from",
-            rc.init, now, init_weights));
-      }
-    }
-  }
+  // The weights the run started from (as loaded), recorded in its
+  // checkpoints: a resume loads the KL reference from rl.init again, which
+  // may have moved but must hold them still (not a later step of its run).
+  // (A separate critic's weights come from the run's checkpoint.)
+  const std::string init_weights = options.resume ? run->ResumedString("init_weights").value_or("")
+                                                  : WeightsId(*run->policy().llama);
   if (gc.rollout_quant != model::WeightQuant::kNone && rc.precision != model::Precision::kF32) {
     return InvalidArgument("rl.rollout_quant quantizes an f32 policy: set rl.precision = \"f32\"");
   }
@@ -539,6 +524,13 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   std::unique_ptr<model::Llama> reference;
   if (gc.reference) {
     ASSIGN_OR_RETURN(reference, LoadReference(rc.init, policy, model_rows));
+    if (const std::string now = WeightsId(*reference);
+        options.resume && !init_weights.empty() && now != init_weights) {
+      return InvalidArgument(fmt::format(
+          "rl.init = {} holds other weights (id {}) than the run started from (id {}); the KL "
+          "reference loads from it: point rl.init at the checkpoint the run started from",
+          rc.init, now, init_weights));
+    }
   }
   // The trainer ranks and each update's slots: the run's bits depend on
   // their count (trainer_ranks.h), recorded in its checkpoints.
