@@ -48,6 +48,13 @@ if "$anvil" sft --resume "$work/sft" --set sft.steps=10 > "$work/sft_steps.log" 
   fail "an sft resume with sft.steps below its step was accepted"
 fi
 grep -q "past sft.steps = 10" "$work/sft_steps.log" || { cat "$work/sft_steps.log"; fail "steps below the run's not named"; }
+# sft.init under the shipped config's [model]: each key that differs is named.
+if "$anvil" sft --config "$src/configs/sft-addition.toml" --out "$work/sft_from" \
+    --set sft.init="$work/sft" --set task.digits=1 > "$work/sft_from.log" 2>&1; then
+  fail "sft.init under another [model] was accepted"
+fi
+grep -q "model.dim = 128 (the checkpoint: 32); model.n_layers = 4 (the checkpoint: 1)" \
+  "$work/sft_from.log" || { cat "$work/sft_from.log"; fail "the differing [model] keys not named"; }
 
 # The KL reference loads from rl.init again on a resume: a folder whose run
 # went on holds other weights, and the resume is refused; its step folder

@@ -59,7 +59,7 @@ f32=$(sed 's/.*"loss":\([^,}]*\).*/\1/' "$work/eval_f32.json")
 if "$anvil" eval --ckpt "$work/run_hf" --windows 4 > "$work/eval_hf_bad.log" 2>&1; then
   fail "eval of an export without --seq-len was accepted"
 fi
-grep -q "an export carries no run config; pass --seq-len" "$work/eval_hf_bad.log" \
+grep -q "an export carries no run config; pass --seq-len and --data" "$work/eval_hf_bad.log" \
   || { cat "$work/eval_hf_bad.log"; fail "eval of an export: no reason given"; }
 "$anvil" eval --ckpt "$work/run_hf/" --windows 4 --seq-len 16 --data "$work/data" --json \
   > "$work/eval_hf.json" 2> "$work/eval_hf.log" || { cat "$work/eval_hf.log"; fail "eval of the export"; }

@@ -29,6 +29,10 @@ Result<EvalResult> EvaluateCheckpoint(const EvalOptions& options,
   }
   ASSIGN_OR_RETURN(CheckpointModel m,
                    LoadInferenceModel(options.checkpoint, precision, options.threads));
+  if (m.info.step < 0 && options.seq_len == 0 && options.data_dir.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}: an export carries no run config; pass --seq-len and --data", m.info.dir));
+  }
   ASSIGN_OR_RETURN(const int64_t t, RunSeqLen(m, options.seq_len));
   ASSIGN_OR_RETURN(const data::TokenShard shard,
                    OpenValidationShard(m, options.data_dir, "--data"));

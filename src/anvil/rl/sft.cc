@@ -20,6 +20,26 @@
 namespace anvil::rl {
 namespace {
 
+// " model.key = asked (the checkpoint: value)" for each key that differs, with "; " between.
+std::string ModelKeysDiffering(const model::ModelConfig& asked, const model::ModelConfig& ckpt) {
+  std::string out;
+  auto key = [&](const char* name, auto a, auto c) {
+    if (a == c) return;
+    out += fmt::format("{} model.{} = {} (the checkpoint: {})", out.empty() ? "" : ";", name, a, c);
+  };
+  key("dim", asked.dim, ckpt.dim);
+  key("n_layers", asked.n_layers, ckpt.n_layers);
+  key("n_heads", asked.n_heads, ckpt.n_heads);
+  key("n_kv_heads", asked.n_kv_heads, ckpt.n_kv_heads);
+  key("ffn_dim", asked.ffn_dim, ckpt.ffn_dim);
+  key("vocab_size", asked.vocab_size, ckpt.vocab_size);
+  key("max_seq_len", asked.max_seq_len, ckpt.max_seq_len);
+  key("rope_theta", asked.rope_theta, ckpt.rope_theta);
+  key("norm_eps", asked.norm_eps, ckpt.norm_eps);
+  key("tie_embeddings", asked.tie_embeddings, ckpt.tie_embeddings);
+  return out;
+}
+
 Result<data::Tokenizer> SftTokenizer(const std::string& name) {
   if (name == "bytes") return data::ByteTokenizer();
   if (name == "from sft.init") {  // as a run from sft.init records it
@@ -115,9 +135,9 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     ASSIGN_OR_RETURN(const model::ModelConfig mc, model::ModelConfig::FromConfig(run->raw_config()));
     if (model::HfConfigJson(mc) != model::HfConfigJson(policy.config)) {
       return InvalidArgument(fmt::format(
-          "the [model] keys differ from the model of {}/config.json (drop [model] to take the "
+          "the [model] keys differ from the model of {}/config.json:{} (drop [model] to take the "
           "checkpoint's)",
-          run->loaded_from()));
+          run->loaded_from(), ModelKeysDiffering(mc, policy.config)));
     }
   }
   const PostRunConfig& rc = run->config();
