@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/rng.h"
@@ -164,6 +165,14 @@ int RunGemmBench(const GemmBenchOptions& options) {
     isa = OneDnnIsa();
     LetPeersPark();  // OpenBLAS starts its threads as it loads
   }
+  // A peer that cannot run a dtype here (oneDNN 2.x has no bf16 matmul on
+  // AVX2) fails on every shape alike: said once, its column then reads "-".
+  std::vector<std::string> peer_errors;
+  auto report_peer_error = [&](const std::string& error, const std::string& dtype) {
+    if (std::find(peer_errors.begin(), peer_errors.end(), error) != peer_errors.end()) return;
+    peer_errors.push_back(error);
+    fmt::print(stderr, "{} ({}: the peer is left out wherever it fails so)\n", error, dtype);
+  };
   if (!options.json) {
     fmt::print(
         "anvil isa {}{}, threads {}; peak f32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s; DRAM read "
@@ -262,7 +271,7 @@ int RunGemmBench(const GemmBenchOptions& options) {
                            options.min_seconds);
             onednn = 2.0 * s.m * s.n * s.k / p.median_seconds * 1e-9;
           } else {
-            fmt::print(stderr, "{}\n", error);
+            report_peer_error(error, dtype);
           }
           LetPeersPark();
         }
@@ -297,7 +306,7 @@ int RunGemmBench(const GemmBenchOptions& options) {
                                       options.min_seconds);
           r.onednn = flop / p.median_seconds * 1e-9;
         } else {
-          fmt::print(stderr, "{}\n", error);
+          report_peer_error(error, dtype);
         }
         LetPeersPark();
         if (blas && (!bf16 || blas->has_sbgemm())) {

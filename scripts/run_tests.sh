@@ -11,25 +11,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase's start says how long the run has taken so far (SECONDS: bash's
+# clock), so a slow host's log shows where the time went.
+at() { printf '%d:%02d' $((SECONDS / 60)) $((SECONDS % 60)); }
+
 bash scripts/setup.sh
+echo "== set up ($(at))"
 jobs=$(nproc)
 
 lower_tiers=(scalar)
 grep -qw avx512f /proc/cpuinfo && lower_tiers=(avx2 scalar)
 
 for preset in release debug-asan; do
-  echo "== build: $preset"
+  echo "== build: $preset ($(at))"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
-  echo "== test: $preset"
+  echo "== test: $preset ($(at))"
   ctest --preset "$preset" -j "$jobs"
   if [ "$preset" = release ]; then
     for isa in "${lower_tiers[@]}"; do
-      echo "== test: $preset, ANVIL_ISA=$isa"
+      echo "== test: $preset, ANVIL_ISA=$isa ($(at))"
       ANVIL_ISA=$isa ctest --preset "$preset" -j "$jobs" -LE mpi
     done
   fi
 done
 
-echo "== fuzz: smoke"
+echo "== fuzz: smoke ($(at))"
 ANVIL_FUZZ_BUILD_JOBS=$jobs bash scripts/run_fuzz.sh smoke
+echo "== all tests passed ($(at))"

@@ -3,19 +3,22 @@
 // the trace is valid Chrome JSON with a zone for every model block and
 // kernel family inside the steps, and a run folder is not silently
 // overwritten.
+#include "anvil/train/trainer.h"
+
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "anvil/core/file_util.h"
 #include "anvil/io/checkpoint.h"
 #include "anvil/train/time_budget.h"
-#include "anvil/train/trainer.h"
 #include "train_testing.h"
 
 namespace anvil::train {
@@ -251,7 +254,8 @@ TEST_F(TrainerTest, ResumeKeepsTheFp8KeptFormat) {
 // measured steps' LR does not depend on the step count), and config.toml
 // says what ran, so a resume continues the fitted schedule.
 TEST_F(TrainerTest, TimeBudgetFitsTheScheduleAndMatchesThatRun) {
-  const std::vector<std::string> common = {"optim.warmup_steps=50", "train.eval_every=0"};
+  const std::vector<std::string> common = {"optim.warmup_steps=50", "train.eval_every=0",
+                                           "train.time_budget_refit=false"};
   std::vector<std::string> budget = common;
   budget.push_back("train.steps=1000000");
   budget.push_back("train.time_budget_minutes=0.005");  // 0.3 s
@@ -291,6 +295,49 @@ TEST_F(TrainerTest, TimeBudgetFitsTheScheduleAndMatchesThatRun) {
   const auto wa = (*a)->model().params().weights();
   const auto wb = (*b)->model().params().weights();
   EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size_bytes()), 0) << "final weights differ";
+}
+
+// A machine that slows down after the fit (here: every step after it waits
+// twice its own time more) would run past the budget; the checks of the fit lower
+// train.steps and the run still ends its (new) schedule instead of being cut.
+TEST_F(TrainerTest, TimeBudgetRefitFollowsASlowerMachine) {
+  auto a = Trainer::Create(
+      MicroConfig(data_dir_, "f32",
+                  {"optim.warmup_steps=50", "train.eval_every=0", "train.steps=1000000",
+                   "train.time_budget_minutes=0.01"}),  // 0.6 s
+      RunOptions{.run_dir = run_, .peak_gflops = 1});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  std::string said;
+  int64_t told_total = 0;
+  bool fitted = false;
+  auto s = (*a)->Run(Hooks{
+      .on_step =
+          [&](const StepMetrics& m) {  // 3x slower (any build type)
+            if (fitted) {
+              std::this_thread::sleep_for(std::chrono::duration<double>(2 * m.seconds + 1e-3));
+            }
+          },
+      .on_message =
+          [&](const std::string& text) {
+            said += text + "\n";
+            fitted = fitted || text.find("schedule fitted") != std::string::npos;
+          },
+      .on_schedule = [&](int64_t total) { told_total = total; }});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(fitted) << said;
+  const size_t first = said.find("schedule fitted: train.steps 1000000 -> ");
+  ASSERT_NE(first, std::string::npos) << said;
+  const int64_t first_fit = std::stoll(said.substr(first + 40));
+  const int64_t steps = (*a)->train_config().steps;
+  EXPECT_LT(steps, first_fit) << said;
+  EXPECT_NE(said.find("evaluations and checkpoints included; schedule refitted: train.steps "),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(told_total, steps);
+  EXPECT_EQ(s->steps_done, steps);
+  const auto saved = ReadFile(run_ + "/config.toml");
+  ASSERT_TRUE(saved.ok());
+  EXPECT_NE(saved->find("\nsteps = " + std::to_string(steps) + "\n"), std::string::npos) << *saved;
 }
 
 }  // namespace

@@ -46,6 +46,8 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
   ASSIGN_OR_RETURN(c.max_minutes, config.GetDouble("train.max_minutes", c.max_minutes));
   ASSIGN_OR_RETURN(c.time_budget_minutes,
                    config.GetDouble("train.time_budget_minutes", c.time_budget_minutes));
+  ASSIGN_OR_RETURN(c.time_budget_refit,
+                   config.GetBool("train.time_budget_refit", c.time_budget_refit));
   ASSIGN_OR_RETURN(c.trace_steps, config.GetInt("train.trace_steps", c.trace_steps));
   ASSIGN_OR_RETURN(c.probe_steps, config.GetInt("train.probe_steps", c.probe_steps));
   ASSIGN_OR_RETURN(const std::string fp8_decode, config.GetString("train.fp8_decode", "auto"));

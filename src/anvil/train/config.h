@@ -71,6 +71,10 @@ struct TrainConfig {
   // raised) from steps timed early in the warmup (time_budget.h); 0: off.
   // max_minutes stays a hard stop behind it.
   double time_budget_minutes = 0;
+  // Check that fit again every tenth of the run from the wall time since
+  // (BudgetRefit): the step count follows a machine whose speed drifts. Off:
+  // one fit, and the run is bitwise the one configured with its steps.
+  bool time_budget_refit = true;
   int64_t trace_steps = 3;       // steps traced with --trace (after the first)
   int64_t probe_steps = 2;       // steps recorded with --probe (from the run's first)
 

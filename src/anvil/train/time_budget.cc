@@ -36,4 +36,18 @@ bool BudgetTiming::Done(int64_t timed_steps, double timed_seconds, int64_t step,
   return timed_seconds >= kMinSeconds || step >= warmup_steps || timed_steps >= kMaxSteps;
 }
 
+bool BudgetRefit::Due(int64_t step, int64_t fitted_at, int64_t first_fit, int64_t planned_steps) {
+  const int64_t every = std::max<int64_t>(1, (first_fit - fitted_at) / kChecks);
+  const int64_t since = step - fitted_at;
+  return since > 0 && since % every == 0 &&
+         static_cast<double>(since) <
+             kLastFraction * static_cast<double>(planned_steps - fitted_at);
+}
+
+bool BudgetRefit::Moves(int64_t planned_steps, int64_t new_steps) {
+  const int64_t change =
+      new_steps > planned_steps ? new_steps - planned_steps : planned_steps - new_steps;
+  return static_cast<double>(change) > kMinChange * static_cast<double>(planned_steps);
+}
+
 }  // namespace anvil::train

@@ -10,6 +10,14 @@
 // optim.decay_steps set the cosine keeps its own length; a warmup shorter than
 // the measurement (under 5 steps) lets the measured steps run on the original
 // cosine, so the run differs slightly from one configured with the new steps.
+//
+// A few steps are a short measurement on a shared machine whose speed drifts
+// (a Zen 3 host ran its first steps at 4.2k tokens/s and the next minutes at
+// 3.1-4.0k: the fitted run overran by 15% and max_minutes cut its cosine). So
+// the fit is checked again (BudgetRefit, train.time_budget_refit) from the wall
+// time of all the steps since it, evaluations and checkpoints included, and
+// train.steps moves (within the configured count) where the check disagrees;
+// the cosine then ends at the new count, from an LR a little off the old curve.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +56,19 @@ struct BudgetTiming {
   static constexpr double kMinSeconds = 2.0;
   static constexpr int64_t kMaxSteps = 20;
   static bool Done(int64_t timed_steps, double timed_seconds, int64_t step, int64_t warmup_steps);
+};
+
+// When the fit is checked again: every tenth of the run left at the first fit
+// (`fitted_at`, where the fitted run of `first_fit` steps began its rest),
+// while under kLastFraction of the current plan is done (late changes would
+// bend the cosine's tail). A check moves train.steps only by more than
+// kMinChange of it, so noise does not move the LR curve back and forth.
+struct BudgetRefit {
+  static constexpr int64_t kChecks = 10;
+  static constexpr double kLastFraction = 0.8;
+  static constexpr double kMinChange = 0.02;
+  static bool Due(int64_t step, int64_t fitted_at, int64_t first_fit, int64_t planned_steps);
+  static bool Moves(int64_t planned_steps, int64_t new_steps);
 };
 
 }  // namespace anvil::train

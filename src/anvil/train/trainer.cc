@@ -632,11 +632,18 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
   };
 
   // With a time budget: time this session's steps after its first (which
-  // faults in pages and warms caches), then fit train.steps once.
+  // faults in pages and warms caches), then fit train.steps; with
+  // train.time_budget_refit, check that fit again as the run goes (BudgetRefit).
   bool planning = train_.time_budget_minutes > 0 && !schedule_planned_;
   const int64_t session_first_step = step_;
   int64_t timed_steps = 0;
   double timed_seconds = 0;
+  struct {
+    int64_t at = -1;         // the step of the first fit (-1: no checks)
+    int64_t first = 0;       // the steps it chose
+    int64_t configured = 0;  // train.steps as configured: the most a check may keep
+    double elapsed = 0;      // the session's seconds at the fit
+  } fit;
 
   while (step_ < train_.steps) {
     // Stop decisions are the job's: a rank that stopped alone would leave
@@ -679,9 +686,24 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
       if (BudgetTiming::Done(timed_steps, timed_seconds, step_, optim_config_.warmup_steps)) {
         // The slowest rank's clock, so every rank fits the same step count.
         const double elapsed = world_->AllReduceValue(session.Seconds(), comm::ReduceOp::kMax);
-        RETURN_IF_ERROR(PlanToTimeBudget(timed_steps, timed_seconds, elapsed, hooks));
+        const int64_t configured = train_.steps;
+        RETURN_IF_ERROR(
+            PlanToTimeBudget({.step_seconds = timed_seconds / static_cast<double>(timed_steps),
+                              .first_step = step_ - timed_steps + 1,
+                              .configured_steps = configured},
+                             elapsed, hooks));
         planning = false;
+        if (train_.time_budget_refit) fit = {step_, train_.steps, configured, elapsed};
       }
+    } else if (fit.at >= 0 && BudgetRefit::Due(step_, fit.at, fit.first, train_.steps)) {
+      // (train.steps and the step are the same on every rank: all check here)
+      const double elapsed = world_->AllReduceValue(session.Seconds(), comm::ReduceOp::kMax);
+      RETURN_IF_ERROR(PlanToTimeBudget(
+          {.step_seconds = (elapsed - fit.elapsed) / static_cast<double>(step_ - fit.at),
+           .first_step = fit.at + 1,
+           .configured_steps = fit.configured,
+           .refit = true},
+          elapsed, hooks));
     }
     if (tracing && step_ >= trace_end) RETURN_IF_ERROR(finish_trace());
     if (train_.eval_every > 0 && step_ % train_.eval_every == 0) eval();
@@ -699,9 +721,9 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
   return summary;
 }
 
-Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
-                                 double elapsed_seconds, const Hooks& hooks) {
-  const double step_seconds = timed_seconds / static_cast<double>(timed_steps);
+Status Trainer::PlanToTimeBudget(const StepTiming& timing, double elapsed_seconds,
+                                 const Hooks& hooks) {
+  const double step_seconds = timing.step_seconds;
   // Estimates: a validation batch is one forward (about a third of a
   // micro-batch's forward + backward); a checkpoint writes the weights and
   // both Adam moments (12 bytes per parameter) at a conservative 300 MB/s.
@@ -710,29 +732,34 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
   const double eval_seconds = static_cast<double>(eval_batches) * step_seconds /
                               (3.0 * static_cast<double>(train_.grad_accum));
   const double checkpoint_seconds = static_cast<double>(model_->params().size()) * 12.0 / 300e6;
-  const int64_t configured = train_.steps;
-  const BudgetPlan plan = PlanToBudget({.budget_seconds = train_.time_budget_minutes * 60,
-                                        .elapsed_seconds = elapsed_seconds,
-                                        .step = step_,
-                                        .configured_steps = configured,
-                                        .step_seconds = step_seconds,
-                                        .eval_every = train_.eval_every,
-                                        .eval_seconds = eval_seconds,
-                                        .checkpoint_every = train_.checkpoint_every,
-                                        .checkpoint_seconds = checkpoint_seconds});
+  const int64_t before = train_.steps;
+  // A check's wall time per step holds the periodic evaluations and
+  // checkpoints already; only the run's last ones are added.
+  const BudgetPlan plan =
+      PlanToBudget({.budget_seconds = train_.time_budget_minutes * 60,
+                    .elapsed_seconds = elapsed_seconds,
+                    .step = step_,
+                    .configured_steps = timing.configured_steps,
+                    .step_seconds = step_seconds,
+                    .eval_every = timing.refit ? 0 : train_.eval_every,
+                    .eval_seconds = eval_seconds,
+                    .checkpoint_every = timing.refit ? 0 : train_.checkpoint_every,
+                    .checkpoint_seconds = checkpoint_seconds});
   schedule_planned_ = true;
+  if (timing.refit && !BudgetRefit::Moves(before, plan.steps)) return Status::Ok();
   const double tokens_per_s =
       static_cast<double>(train_.tokens_per_step() * dp_size()) / step_seconds;
-  const std::string head = fmt::format(
-      "time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}",
-      train_.time_budget_minutes, step_seconds, tokens_per_s, step_ - timed_steps + 1, step_);
+  const std::string head =
+      fmt::format("time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}{}",
+                  train_.time_budget_minutes, step_seconds, tokens_per_s, timing.first_step, step_,
+                  timing.refit ? ", evaluations and checkpoints included" : "");
   // "about 3.2 min", or seconds for a run under a minute.
   const std::string expected = plan.expected_seconds < 60
                                    ? fmt::format("about {:.0f} s", plan.expected_seconds)
                                    : fmt::format("about {:.1f} min", plan.expected_seconds / 60);
-  if (!plan.shortened) {
+  if (plan.steps == before) {
     if (hooks.on_message) {
-      hooks.on_message(fmt::format("{}; all {} steps fit ({} in all)", head, configured, expected));
+      hooks.on_message(fmt::format("{}; all {} steps fit ({} in all)", head, before, expected));
     }
     return Status::Ok();
   }
@@ -743,14 +770,14 @@ Status Trainer::PlanToTimeBudget(int64_t timed_steps, double timed_seconds,
                                : Status::Ok(),
                         "saving the fitted schedule"));
   if (hooks.on_message) {
-    hooks.on_message(fmt::format("{}; schedule fitted: train.steps {} -> {}{}, {} in all", head,
-                                 configured, plan.steps,
+    hooks.on_message(fmt::format("{}; schedule {}: train.steps {} -> {}{}, {} in all", head,
+                                 timing.refit ? "refitted" : "fitted", before, plan.steps,
                                  optim_config_.decay_steps == 0
                                      ? fmt::format(" (the cosine now ends at step {})", plan.steps)
                                      : std::string(),
                                  expected));
   }
-  if (hooks.on_message && train_.steps < optim_config_.warmup_steps) {
+  if (hooks.on_message && !timing.refit && train_.steps < optim_config_.warmup_steps) {
     hooks.on_message(fmt::format(
         "warning: the budget fits {} steps, fewer than optim.warmup_steps = {}: the run ends "
         "inside the warmup, before any decay; give it more time or a shorter warmup",

@@ -163,10 +163,18 @@ class Trainer {
   // process, `status` itself.
   Status Agree(Status status, const char* what);
   bool root() const { return world_->rank() == 0; }
+  // A measurement of the step time that train.steps is fitted from.
+  struct StepTiming {
+    double step_seconds = 0;       // mean seconds of one optimizer step
+    int64_t first_step = 0;        // over steps [first_step, step_]
+    int64_t configured_steps = 0;  // the most the fit may keep
+    // A check of an earlier fit: the time is wall time, evaluations and
+    // checkpoints included; train.steps moves only by BudgetRefit::kMinChange.
+    bool refit = false;
+  };
   // Fits train.steps to the time budget (time_budget.h) from the measured
   // step time; rewrites the run's config.toml with the steps chosen.
-  Status PlanToTimeBudget(int64_t timed_steps, double timed_seconds, double elapsed_seconds,
-                          const Hooks& hooks);
+  Status PlanToTimeBudget(const StepTiming& timing, double elapsed_seconds, const Hooks& hooks);
 
   RunOptions options_;
   std::shared_ptr<comm::Group> world_;
