@@ -165,8 +165,9 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
                  : fmt::format(", all done (raise train.steps to go on past step {})", t.step()),
              tc.time_budget_minutes > 0
                  ? fmt::format("; at most, fitted to train.time_budget_minutes = {:g} once a few "
-                               "steps are timed",
-                               tc.time_budget_minutes)
+                               "steps are timed{}",
+                               tc.time_budget_minutes,
+                               tc.time_budget_refit ? " and checked as the run goes" : "")
                  : std::string());
   if (!t.resume_note().empty()) fmt::print("note: {}\n", t.resume_note());
   std::fflush(stdout);

@@ -300,11 +300,13 @@ TEST_F(TrainerTest, TimeBudgetFitsTheScheduleAndMatchesThatRun) {
 // A machine that slows down after the fit (here: every step after it waits
 // twice its own time more) would run past the budget; the checks of the fit lower
 // train.steps and the run still ends its (new) schedule instead of being cut.
+// The budget (3 s) leaves a slow build (sanitizers, a loaded host) dozens of
+// steps after the fit, so there are checks to make.
 TEST_F(TrainerTest, TimeBudgetRefitFollowsASlowerMachine) {
   auto a = Trainer::Create(
       MicroConfig(data_dir_, "f32",
                   {"optim.warmup_steps=50", "train.eval_every=0", "train.steps=1000000",
-                   "train.time_budget_minutes=0.01"}),  // 0.6 s
+                   "train.time_budget_minutes=0.05"}),  // 3 s
       RunOptions{.run_dir = run_, .peak_gflops = 1});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   std::string said;
@@ -330,9 +332,7 @@ TEST_F(TrainerTest, TimeBudgetRefitFollowsASlowerMachine) {
   const int64_t first_fit = std::stoll(said.substr(first + 40));
   const int64_t steps = (*a)->train_config().steps;
   EXPECT_LT(steps, first_fit) << said;
-  EXPECT_NE(said.find("evaluations and checkpoints included; schedule refitted: train.steps "),
-            std::string::npos)
-      << said;
+  EXPECT_NE(said.find("checked again; schedule refitted: train.steps "), std::string::npos) << said;
   EXPECT_EQ(told_total, steps);
   EXPECT_EQ(s->steps_done, steps);
   const auto saved = ReadFile(run_ + "/config.toml");

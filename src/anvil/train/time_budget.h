@@ -18,6 +18,10 @@
 // time of all the steps since it, evaluations and checkpoints included, and
 // train.steps moves (within the configured count) where the check disagrees;
 // the cosine then ends at the new count, from an LR a little off the old curve.
+// Checks run in the session that made the fit; a resumed run keeps the count
+// its config.toml holds (which a check may have changed after the checkpoint
+// it resumes from was written: after a crash, the steps since then run on the
+// newer cosine).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +63,7 @@ struct BudgetTiming {
 };
 
 // When the fit is checked again: every tenth of the run left at the first fit
-// (`fitted_at`, where the fitted run of `first_fit` steps began its rest),
+// (at step `fitted_at`, choosing `first_fit` steps in all),
 // while under kLastFraction of the current plan is done (late changes would
 // bend the cosine's tail). A check moves train.steps only by more than
 // kMinChange of it, so noise does not move the LR curve back and forth.

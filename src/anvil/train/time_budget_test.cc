@@ -52,6 +52,29 @@ TEST(TimeBudgetTest, AlwaysKeepsOneMoreStepButNeverAddsSteps) {
   EXPECT_EQ(PlanToBudget(in).steps, 1000);
 }
 
+// Checks of a fit made at step 20 for 120 steps: every 10 steps (a tenth of
+// the 100 left) while under 80% of the current plan's rest is done.
+TEST(TimeBudgetTest, RefitChecksEveryTenthUpToFourFifths) {
+  using R = BudgetRefit;
+  EXPECT_FALSE(R::Due(20, 20, 120, 120));  // the fit's own step
+  EXPECT_FALSE(R::Due(25, 20, 120, 120));
+  EXPECT_TRUE(R::Due(30, 20, 120, 120));
+  EXPECT_TRUE(R::Due(90, 20, 120, 120));    // 70 of 100
+  EXPECT_FALSE(R::Due(100, 20, 120, 120));  // 80 of 100: the tail is left alone
+  EXPECT_FALSE(R::Due(100, 20, 120, 110));  // a plan since lowered ends the checks sooner
+  EXPECT_TRUE(R::Due(100, 20, 120, 140));   // or raised, later (the interval stays 10)
+  EXPECT_FALSE(R::Due(21, 20, 21, 21));     // a fit with one step left: no checks
+  EXPECT_TRUE(R::Due(22, 20, 25, 40));      // under ten left at the fit: every step
+}
+
+TEST(TimeBudgetTest, RefitMovesOnlyPastTheThreshold) {
+  EXPECT_FALSE(BudgetRefit::Moves(1000, 1000));
+  EXPECT_FALSE(BudgetRefit::Moves(1000, 1020));  // 2%: kept
+  EXPECT_TRUE(BudgetRefit::Moves(1000, 1021));
+  EXPECT_TRUE(BudgetRefit::Moves(1000, 979));
+  EXPECT_FALSE(BudgetRefit::Moves(1000, 980));
+}
+
 TEST(TimeBudgetTest, MeasurementEndsEarlyInTheWarmup) {
   using T = BudgetTiming;
   EXPECT_FALSE(T::Done(T::kMinSteps - 1, 100.0, 5, 100));  // too few steps, however slow

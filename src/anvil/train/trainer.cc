@@ -642,7 +642,11 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
     int64_t at = -1;         // the step of the first fit (-1: no checks)
     int64_t first = 0;       // the steps it chose
     int64_t configured = 0;  // train.steps as configured: the most a check may keep
-    double elapsed = 0;      // the session's seconds at the fit
+    double own = 0;          // this rank's session seconds at the fit
+    // Seconds since in evaluations, checkpoints and the trace's writing: left
+    // out of a check's step time (they fall unevenly into its window; the
+    // plan counts them per period as the first fit does).
+    double periodic = 0;
   } fit;
 
   while (step_ < train_.steps) {
@@ -693,21 +697,26 @@ Result<RunSummary> Trainer::Run(const Hooks& hooks) {
                               .configured_steps = configured},
                              elapsed, hooks));
         planning = false;
-        if (train_.time_budget_refit) fit = {step_, train_.steps, configured, elapsed};
+        if (train_.time_budget_refit) fit = {step_, train_.steps, configured, session.Seconds(), 0};
       }
     } else if (fit.at >= 0 && BudgetRefit::Due(step_, fit.at, fit.first, train_.steps)) {
       // (train.steps and the step are the same on every rank: all check here)
-      const double elapsed = world_->AllReduceValue(session.Seconds(), comm::ReduceOp::kMax);
-      RETURN_IF_ERROR(PlanToTimeBudget(
-          {.step_seconds = (elapsed - fit.elapsed) / static_cast<double>(step_ - fit.at),
-           .first_step = fit.at + 1,
-           .configured_steps = fit.configured,
-           .refit = true},
-          elapsed, hooks));
+      const double own = session.Seconds();
+      const double elapsed = world_->AllReduceValue(own, comm::ReduceOp::kMax);
+      const double stepping =
+          world_->AllReduceValue(own - fit.own - fit.periodic, comm::ReduceOp::kMax);
+      RETURN_IF_ERROR(
+          PlanToTimeBudget({.step_seconds = stepping / static_cast<double>(step_ - fit.at),
+                            .first_step = fit.at + 1,
+                            .configured_steps = fit.configured,
+                            .refit = true},
+                           elapsed, hooks));
     }
+    const Stopwatch periodic;
     if (tracing && step_ >= trace_end) RETURN_IF_ERROR(finish_trace());
     if (train_.eval_every > 0 && step_ % train_.eval_every == 0) eval();
     if (train_.checkpoint_every > 0 && step_ % train_.checkpoint_every == 0) RETURN_IF_ERROR(save());
+    fit.periodic += periodic.Seconds();
   }
   if (tracing) RETURN_IF_ERROR(finish_trace());
   if (!summary.interrupted && last_eval_step_ != step_) eval();
@@ -733,18 +742,15 @@ Status Trainer::PlanToTimeBudget(const StepTiming& timing, double elapsed_second
                               (3.0 * static_cast<double>(train_.grad_accum));
   const double checkpoint_seconds = static_cast<double>(model_->params().size()) * 12.0 / 300e6;
   const int64_t before = train_.steps;
-  // A check's wall time per step holds the periodic evaluations and
-  // checkpoints already; only the run's last ones are added.
-  const BudgetPlan plan =
-      PlanToBudget({.budget_seconds = train_.time_budget_minutes * 60,
-                    .elapsed_seconds = elapsed_seconds,
-                    .step = step_,
-                    .configured_steps = timing.configured_steps,
-                    .step_seconds = step_seconds,
-                    .eval_every = timing.refit ? 0 : train_.eval_every,
-                    .eval_seconds = eval_seconds,
-                    .checkpoint_every = timing.refit ? 0 : train_.checkpoint_every,
-                    .checkpoint_seconds = checkpoint_seconds});
+  const BudgetPlan plan = PlanToBudget({.budget_seconds = train_.time_budget_minutes * 60,
+                                        .elapsed_seconds = elapsed_seconds,
+                                        .step = step_,
+                                        .configured_steps = timing.configured_steps,
+                                        .step_seconds = step_seconds,
+                                        .eval_every = train_.eval_every,
+                                        .eval_seconds = eval_seconds,
+                                        .checkpoint_every = train_.checkpoint_every,
+                                        .checkpoint_seconds = checkpoint_seconds});
   schedule_planned_ = true;
   if (timing.refit && !BudgetRefit::Moves(before, plan.steps)) return Status::Ok();
   const double tokens_per_s =
@@ -752,7 +758,7 @@ Status Trainer::PlanToTimeBudget(const StepTiming& timing, double elapsed_second
   const std::string head =
       fmt::format("time budget {:g} min: {:.3f} s/step ({:.0f} tokens/s) over steps {}-{}{}",
                   train_.time_budget_minutes, step_seconds, tokens_per_s, timing.first_step, step_,
-                  timing.refit ? ", evaluations and checkpoints included" : "");
+                  timing.refit ? " (evaluations and checkpoints aside), checked again" : "");
   // "about 3.2 min", or seconds for a run under a minute.
   const std::string expected = plan.expected_seconds < 60
                                    ? fmt::format("about {:.0f} s", plan.expected_seconds)
@@ -777,7 +783,8 @@ Status Trainer::PlanToTimeBudget(const StepTiming& timing, double elapsed_second
                                      : std::string(),
                                  expected));
   }
-  if (hooks.on_message && !timing.refit && train_.steps < optim_config_.warmup_steps) {
+  if (hooks.on_message && train_.steps < optim_config_.warmup_steps &&
+      (!timing.refit || before >= optim_config_.warmup_steps)) {
     hooks.on_message(fmt::format(
         "warning: the budget fits {} steps, fewer than optim.warmup_steps = {}: the run ends "
         "inside the warmup, before any decay; give it more time or a shorter warmup",

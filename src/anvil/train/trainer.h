@@ -168,8 +168,8 @@ class Trainer {
     double step_seconds = 0;       // mean seconds of one optimizer step
     int64_t first_step = 0;        // over steps [first_step, step_]
     int64_t configured_steps = 0;  // the most the fit may keep
-    // A check of an earlier fit: the time is wall time, evaluations and
-    // checkpoints included; train.steps moves only by BudgetRefit::kMinChange.
+    // A check of an earlier fit: train.steps moves only by more than
+    // BudgetRefit::kMinChange.
     bool refit = false;
   };
   // Fits train.steps to the time budget (time_budget.h) from the measured
