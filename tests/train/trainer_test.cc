@@ -330,6 +330,12 @@ TEST_F(TrainerTest, TimeBudgetRefitFollowsASlowerMachine) {
   const size_t first = said.find("schedule fitted: train.steps 1000000 -> ");
   ASSERT_NE(first, std::string::npos) << said;
   const int64_t first_fit = std::stoll(said.substr(first + 40));
+  // The fit is made after BudgetTiming's steps (at most kMaxSteps after the first).
+  if (first_fit < BudgetTiming::kMaxSteps + 1 + 10) {
+    GTEST_SKIP() << "this build's steps are too slow for a 3 s budget to leave 10 steps after "
+                    "the fit: "
+                 << said;
+  }
   const int64_t steps = (*a)->train_config().steps;
   EXPECT_LT(steps, first_fit) << said;
   EXPECT_NE(said.find("checked again; schedule refitted: train.steps "), std::string::npos) << said;
