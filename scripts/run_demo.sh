@@ -12,13 +12,13 @@ start=$(date +%s)
 budget_min=$(sed -n 's/^ *time_budget_minutes *= *\([0-9.eE+-]*\).*/\1/p' configs/tiny.toml)
 budget_min=${budget_min:-10}  # no budget in the config: its hard stop caps training near 10 min
 echo "== anvil main job: set up (installs Debian packages on a new machine: 2-5 min), build"
-echo "   (about 3 min from scratch on 2 cores, seconds when up to date), prepare Brown (~10 s),"
+echo "   (the anvil binary only: minutes from scratch on 2 cores, seconds when up to date), prepare Brown (~10 s),"
 echo "   train configs/tiny.toml (time budget ${budget_min} min: its step count is fitted to this"
 echo "   machine), generate (seconds). About 15 min on a new 2-core machine, ~10 once built."
 
 bash scripts/setup.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
+cmake --build --preset release --target anvil -j "$(nproc)"  # tests and benchmarks: scripts/run_tests.sh
 
 anvil=build/release/bin/anvil
 "$anvil" --version
