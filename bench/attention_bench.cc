@@ -187,7 +187,7 @@ struct Naive {
 
 // ---- one sequence length ---------------------------------------------------------
 
-struct Result {
+struct PassResult {
   long t;
   std::string pass, impl;
   double seconds, gflops, peak_frac;
@@ -200,7 +200,7 @@ Timing Time(double min_seconds, const auto& fn) {
   return TimeMedian(fn, min_seconds, once.Seconds() > 1.0 ? 3 : 5);
 }
 
-void Report(const AttentionBenchOptions& o, const Result& r, int threads) {
+void Report(const AttentionBenchOptions& o, const PassResult& r, int threads) {
   if (o.json) {
     fmt::print(
         "{{\"bench\":\"attention\",\"impl\":\"{}\",\"pass\":\"{}\",\"seq\":{},\"batch\":{},"

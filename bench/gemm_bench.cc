@@ -102,7 +102,7 @@ struct Fp8Operands {
   }
 };
 
-struct Result {
+struct ShapeResult {
   GemmShape shape;
   std::string dtype;
   double gflops = 0;
@@ -115,7 +115,7 @@ struct Result {
 // let them park before anvil's next timing so they do not steal its cores.
 void LetPeersPark() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
-std::string Json(const Result& r, int threads, const std::string& core, const std::string& isa,
+std::string Json(const ShapeResult& r, int threads, const std::string& core, const std::string& isa,
                  double dram) {
   auto opt = [](const std::optional<double>& v) {
     return v ? fmt::format("{:.1f}", *v) : std::string("null");
@@ -192,7 +192,7 @@ int RunGemmBench(const GemmBenchOptions& options) {
       // W8A8 also against oneDNN's int8 matmul where peers run (`onednn`).
       auto report_alone = [&](double seconds, double peak_gflops, double b_bytes,
                               std::optional<double> onednn = std::nullopt) {
-        Result r;
+        ShapeResult r;
         r.shape = s;
         r.dtype = dtype;
         r.gflops = 2.0 * s.m * s.n * s.k / seconds * 1e-9;
@@ -281,7 +281,7 @@ int RunGemmBench(const GemmBenchOptions& options) {
       Operands ops(s, bf16);
       const double flop = 2.0 * s.m * s.n * s.k;
       const kernels::GemmArgs args{.m = s.m, .n = s.n, .k = s.k};
-      Result r;
+      ShapeResult r;
       r.shape = s;
       r.dtype = dtype;
       const Timing t = TimeMedian(

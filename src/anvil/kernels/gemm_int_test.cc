@@ -55,7 +55,9 @@ std::vector<float> RunGemm(const KernelCtx& ctx, int64_t m, int64_t k, const std
   AlignedBuffer memory(IntRowsBytes(m, k)), all_memory(IntRowsBytes(m, k));
   const IntRows a = QuantizeRowsInt8(ctx, m, k, x.data(), 0, memory.data(), &w);
   EXPECT_TRUE(a.q != nullptr || a.q_u8 != nullptr);
-  if (w.bits() == IntBits::kInt4) EXPECT_TRUE(a.q != nullptr && a.q_u8 == nullptr);
+  if (w.bits() == IntBits::kInt4) {
+    EXPECT_TRUE(a.q != nullptr && a.q_u8 == nullptr);
+  }
   const IntRows all = QuantizeRowsInt8(ctx, m, k, x.data(), 0, all_memory.data());
   std::vector<float> y = y0 != nullptr ? *y0 : std::vector<float>(m * w.n(), -7.0f);
   std::vector<float> y_all = y;

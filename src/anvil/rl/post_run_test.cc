@@ -134,7 +134,9 @@ TEST(PostRunTest, EachBadRlSettingIsNamedAlone) {
     const std::string& message = refused.status().message();
     EXPECT_EQ(message.rfind(std::string(key) + " = ", 0), 0u) << message;
     for (const std::string& other : keys) {
-      if (other != key) EXPECT_EQ(message.find(other + " "), std::string::npos) << message;
+      if (other != key) {
+        EXPECT_EQ(message.find(other + " "), std::string::npos) << message;
+      }
     }
   }
 }

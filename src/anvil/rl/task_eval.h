@@ -20,7 +20,7 @@ struct TaskEval {
   double well_formed = 0;  // share whose answer has the task's shape
   double mean_tokens = 0;  // completion length, eos included
   double seconds = 0;
-  std::string example;     // the first problem and its answer, for a log line
+  std::string example{};  // the first problem and its answer, for a log line
 };
 
 // Held-out problems [0, problems) of `task`, decoded `max_batch` at a time,

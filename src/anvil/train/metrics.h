@@ -28,7 +28,7 @@ struct StepMetrics {
   // Set when the step's gradient was not finite (an overflow or a NaN): the
   // first tensor, in backward order, holding a non-finite gradient. The
   // optimizer step was skipped (train.on_nonfinite).
-  std::string nonfinite_tensor;
+  std::string nonfinite_tensor{};
 };
 
 struct EvalMetrics {
