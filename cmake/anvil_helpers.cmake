@@ -33,7 +33,8 @@ set(ANVIL_AVX2_FLAGS -mavx2 -mfma -mf16c)
 # The AVX2 tier's kernels that use AVX-VNNI where the CPU has it.
 set(ANVIL_AVXVNNI_FLAGS -mavx2 -mfma -mf16c -mavxvnni)
 # Such a file never joins a unity batch: its flags would reach the baseline
-# files of the batch, and theirs would lose them.
+# files of the batch, and theirs would lose them. (CMake already leaves out
+# files with COMPILE_OPTIONS; said here so that no later change relies on it.)
 function(anvil_isa_source isa)
   foreach(src ${ARGN})
     set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${ANVIL_${isa}_FLAGS}"
@@ -43,8 +44,10 @@ endfunction()
 
 # Called at the top of a layer's CMakeLists.txt whose loops run hot in the
 # tests (kernels, and what feeds or surrounds them: core's conversions, comm's
-# reductions, model, optim, parallel): its targets, tests included, get
-# ANVIL_HOT_LAYER_FLAGS (debug-asan: -O1 over the preset's -O0).
+# reductions, model, optim, parallel; profile, whose peak loops measure the
+# machine): the targets of that directory, its own tests included (not those
+# under tests/), get ANVIL_HOT_LAYER_FLAGS (debug-asan: -O1 over the preset's
+# -O0).
 macro(anvil_hot_layer)
   if(ANVIL_HOT_LAYER_FLAGS)
     separate_arguments(_anvil_hot_flags UNIX_COMMAND "${ANVIL_HOT_LAYER_FLAGS}")
