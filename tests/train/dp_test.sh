@@ -168,6 +168,28 @@ lines = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if '"loss"' in l]
 assert all(l["exposed_comm_seconds"] >= 0 for l in lines)
 PY
 
+# A time budget: the ranks fit one step count from the slowest rank's clock,
+# so they leave the loop together (a rank that fitted its own would wait
+# forever in the others' collectives), and the run is bitwise the one
+# configured with the fitted steps. With the checks of the fit as the run
+# goes (refit, the default), every rank ends at the step config.toml names.
+budget=(--set train.steps=100000 --set train.time_budget_minutes=0.03 --set optim.warmup_steps=50
+        --set train.eval_every=0)
+dp dp2_budget 2 f32 1 1 "${budget[@]}" --set train.time_budget_refit=false
+fitted=$(sed -n 's/.*schedule fitted: train.steps 100000 -> \([0-9]*\).*/\1/p' "$work/dp2_budget.log")
+[ -n "$fitted" ] || { cat "$work/dp2_budget.log"; fail "no fitted schedule on 2 ranks"; }
+one one_budget f32 2 --set train.steps="$fitted" --set optim.warmup_steps=50 --set train.eval_every=0
+compare "$work/one_budget" "$work/dp2_budget"
+dp dp2_budget_refit 2 f32 1 1 "${budget[@]}"
+/usr/bin/python3 - "$work/dp2_budget_refit" <<'PY' || { cat "$work/dp2_budget_refit.log"; fail "refitted run on 2 ranks"; }
+import json, re, sys
+run = sys.argv[1]
+steps = int(re.search(r"\nsteps = (\d+)\n", open(f"{run}/config.toml").read()).group(1))
+done = [json.loads(l)["step"] for l in open(f"{run}/metrics.jsonl") if '"loss"' in l]
+assert steps < 100000 and done == list(range(1, steps + 1)), (steps, done[-3:])
+assert open(f"{run}/latest").read().strip() == f"step_{steps}", open(f"{run}/latest").read()
+PY
+
 # 3. Refusals.
 if mpi 2 train --config "$cfg" --out "$work/bad" --set parallel.dp=4 > "$work/bad.log" 2>&1; then
   fail "parallel.dp = 4 on 2 ranks must be refused"
