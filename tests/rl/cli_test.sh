@@ -3,8 +3,8 @@
 # addition (the shipped configs, shrunk with --set): both print held-out
 # accuracy, every GRPO step reports a rollout-vs-trainer log-prob difference
 # of exactly 0 (f32, fp8-block, mxfp8), the RL checkpoint generates on its own (its tokenizer travels
-# with it), and bad starts (or resumes that change the run) fail with a clear
-# message.
+# with it), bad starts (or resumes that change the run) fail with a clear
+# message, and Ctrl-C does not wait for a user's reward commands.
 # Usage: cli_test.sh ANVIL_BINARY SOURCE_DIR WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -93,6 +93,29 @@ grep -q "note: the run's rewards came from \`grep.*, now from \`echo 1\`" "$work
     "$work/rl-cmd-fail.log")" = 2 ] || { cat "$work/rl-cmd-fail.log"; fail "reward command failures not reported"; }
 grep -q '"reward":0.0,.*"reward_errors":32' "$work/rl-cmd-fail/metrics.jsonl" \
   || fail "reward command failures not in metrics.jsonl"
+# Ctrl-C while reward commands run: they are killed (not waited for), the
+# step is dropped, and the run checkpoints as it stood before it; a resume
+# takes that step again.
+"$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-stop" \
+  --set rl.reward_command="\"touch $work/scoring; sleep 30; echo 1\"" --set rl.reward_timeout_s=60 \
+  > "$work/rl-cmd-stop.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -f "$work/scoring" ] && break; sleep 0.1; done
+[ -f "$work/scoring" ] || { kill -9 "$pid"; cat "$work/rl-cmd-stop.log"; fail "the reward command never ran"; }
+stopped_at=$(date +%s)
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" = 0 ] || { cat "$work/rl-cmd-stop.log"; fail "Ctrl-C during rewards: exit code $rc"; }
+[ $(( $(date +%s) - stopped_at )) -lt 10 ] || { cat "$work/rl-cmd-stop.log"; fail "Ctrl-C waited for the reward commands"; }
+grep -q "stop requested during its rewards of step 1: the step is dropped" "$work/rl-cmd-stop.log" \
+  || { cat "$work/rl-cmd-stop.log"; fail "the dropped step not said"; }
+[ "$(cat "$work/rl-cmd-stop/latest")" = step_0 ] || fail "the stopped run's checkpoint is not step 0's"
+if grep -q '"reward"' "$work/rl-cmd-stop/metrics.jsonl"; then fail "the dropped step was recorded"; fi
+"$anvil" rl --resume "$work/rl-cmd-stop" --set rl.steps=1 --set rl.reward_command='"echo 1"' \
+  > "$work/rl-cmd-stop-resume.log" 2>&1 || { cat "$work/rl-cmd-stop-resume.log"; fail "resume of the stopped run"; }
+[ "$(grep -c '"reward":1.0,' "$work/rl-cmd-stop/metrics.jsonl")" = 1 ] \
+  || { cat "$work/rl-cmd-stop/metrics.jsonl"; fail "the resumed run did not take step 1"; }
 if "$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-bad" --set rl.reward_command='"true"' \
     --set rl.reward_timeout_s=0 > "$work/rl-cmd-bad.log" 2>&1; then
   fail "rl accepted rl.reward_timeout_s = 0"

@@ -266,6 +266,16 @@ bool PostRun::Done(const PostRunHooks& hooks) {
   return reason != kGoOn;
 }
 
+void PostRun::StopInStep(const PostRunHooks& hooks, const std::string& what) {
+  stopped_early_ = true;
+  if (hooks.on_message) {
+    hooks.on_message(
+        fmt::format("stop requested during {} of step {}: the step is dropped (a "
+                    "resumed run takes it again)",
+                    what, step_ + 1));
+  }
+}
+
 Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
   ASSIGN_OR_RETURN(TaskEval e, EvaluateHeldOut(*policy_, run_.task, run_.eval_problems,
                                                run_.eval_batch, run_.max_new, options_.trainers));

@@ -98,6 +98,10 @@ class PostRun {
   // request or <kind>.max_minutes (said through on_message once); the
   // writer's decision on every trainer rank.
   bool Done(const PostRunHooks& hooks);
+  // A stop request met inside a step, during `what` (said through
+  // on_message): the step is dropped, neither trained nor recorded, and
+  // Finish checkpoints the run as it stood before it.
+  void StopInStep(const PostRunHooks& hooks, const std::string& what);
   // Held-out accuracy now, every trainer rank decoding its share of the
   // problems (all of them call it); the writer records it in metrics.jsonl
   // and passes it to on_eval.

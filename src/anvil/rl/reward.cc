@@ -54,6 +54,13 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+RewardResult Cancelled() {
+  RewardResult r;
+  r.cancelled = true;
+  r.error = "reward command stopped: the run was asked to stop";
+  return r;
+}
+
 }  // namespace
 
 std::string_view AnswerOf(std::string_view completion) {
@@ -73,7 +80,8 @@ RewardResult TaskReward(Task task, const Problem& problem, std::string_view comp
 CommandReward::CommandReward(std::string command, double timeout_seconds)
     : command_(std::move(command)), timeout_seconds_(timeout_seconds) {}
 
-RewardResult CommandReward::Score(std::string_view prompt, std::string_view completion) const {
+RewardResult CommandReward::Score(std::string_view prompt, std::string_view completion,
+                                  const std::function<bool()>& cancel) const {
   RewardResult r;
   const std::string input =
       nlohmann::json{{"prompt", std::string(prompt)}, {"completion", std::string(completion)}}
@@ -137,6 +145,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   size_t written = 0;
   std::string output;
   bool timed_out = false;
+  bool cancelled = false;
   constexpr size_t kMaxOutput = size_t{1} << 20;
   int write_fd = in[1];
   fcntl(write_fd, F_SETFL, O_NONBLOCK);
@@ -146,8 +155,13 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
       timed_out = true;
       break;
     }
+    if (cancel && cancel()) {
+      cancelled = true;
+      break;
+    }
     pollfd fds[2] = {{out[0], POLLIN, 0}, {write_fd, POLLOUT, 0}};
-    const int n = poll(fds, write_fd >= 0 ? 2 : 1, static_cast<int>(left));
+    const int wait_ms = static_cast<int>(cancel ? std::min<int64_t>(left, kCancelPollMs) : left);
+    const int n = poll(fds, write_fd >= 0 ? 2 : 1, wait_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       break;
@@ -178,9 +192,13 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   // process group outlives the call.
   int status = 0;
   pid_t done = 0;
-  while (!timed_out && (done = waitpid(pid, &status, WNOHANG)) == 0) {
+  while (!timed_out && !cancelled && (done = waitpid(pid, &status, WNOHANG)) == 0) {
     if (ms_left() <= 0) {
       timed_out = true;
+      break;
+    }
+    if (cancel && cancel()) {
+      cancelled = true;
       break;
     }
     usleep(1000);
@@ -190,6 +208,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
+  if (cancelled) return Cancelled();
   if (output.size() > kMaxOutput) {  // (its pipe then closed under it: SIGPIPE)
     r.error = "reward command printed more than 1 MiB";
     return r;
@@ -221,15 +240,16 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   return r;
 }
 
-std::vector<RewardResult> CommandReward::ScoreAll(std::span<const RewardInput> inputs,
-                                                  int at_once) const {
+std::vector<RewardResult> CommandReward::ScoreAll(std::span<const RewardInput> inputs, int at_once,
+                                                  const std::function<bool()>& cancel) const {
   std::vector<RewardResult> results(inputs.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     while (true) {
       const size_t i = next.fetch_add(1);
       if (i >= inputs.size()) return;
-      results[i] = Score(inputs[i].prompt, inputs[i].completion);
+      results[i] =
+          cancel && cancel() ? Cancelled() : Score(inputs[i].prompt, inputs[i].completion, cancel);
     }
   };
   const size_t threads = std::min(inputs.size(), static_cast<size_t>(std::max(at_once, 1)));

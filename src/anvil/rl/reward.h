@@ -7,8 +7,11 @@
 // (|reward| <= kMaxCommandReward); a command that fails, times out (its
 // output still open: a background child holding it counts) or prints
 // anything else gives reward 0 and an error saying why, never a crash.
+// A run asked to stop (Ctrl-C) need not wait for commands in flight: a
+// `cancel` predicate, once true, kills them and skips the ones not started.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +26,7 @@ struct RewardResult {
   bool correct = false;      // TaskReward: the exact answer
   bool well_formed = false;  // TaskReward: the answer's shape
   std::string error;         // CommandReward: why the reward is 0
+  bool cancelled = false;    // CommandReward: stopped (or never started) by `cancel`
 };
 
 // The answer part of a completion: up to its first newline, trimmed.
@@ -41,11 +45,17 @@ class CommandReward {
  public:
   // `command` runs under /bin/sh -c.
   CommandReward(std::string command, double timeout_seconds);
-  RewardResult Score(std::string_view prompt, std::string_view completion) const;
+  // `cancel` (may be empty) is polled every kCancelPollMs while the command
+  // runs, from the scoring threads: it must be safe to call from any thread.
+  RewardResult Score(std::string_view prompt, std::string_view completion,
+                     const std::function<bool()>& cancel = {}) const;
   // Score of each input, in order, with up to `at_once` commands running
   // together (a command mostly waits on its own start-up or on I/O, so more
   // than the cores can run at once).
-  std::vector<RewardResult> ScoreAll(std::span<const RewardInput> inputs, int at_once) const;
+  std::vector<RewardResult> ScoreAll(std::span<const RewardInput> inputs, int at_once,
+                                     const std::function<bool()>& cancel = {}) const;
+
+  static constexpr int kCancelPollMs = 50;
 
  private:
   std::string command_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -253,9 +254,11 @@ constexpr const char* kSnapshotFile = "rollout_snapshot.safetensors";
 
 // The command's rewards of this rank's share of a step's samples
 // (TrainOnRollouts asks for them by sample), indexed by request * G + sample.
+// `cancel`: as CommandReward::ScoreAll's.
 std::vector<RewardResult> ScoreShare(const CommandReward& command, int64_t at_once,
                                      std::span<const Problem> problems, const Rollouts& rollouts,
-                                     const Policy& policy, const TrainerRanks& ranks) {
+                                     const Policy& policy, const TrainerRanks& ranks,
+                                     const std::function<bool()>& cancel) {
   const std::vector<infer::RolloutSample>& samples = rollouts.samples;
   const auto [first, last] = ranks.Share(static_cast<int64_t>(samples.size()));
   std::vector<std::string> texts;
@@ -264,7 +267,8 @@ std::vector<RewardResult> ScoreShare(const CommandReward& command, int64_t at_on
   for (int64_t i = first; i < last; ++i) {
     inputs.push_back({problems[samples[i].request].prompt, texts[i - first]});
   }
-  const std::vector<RewardResult> results = command.ScoreAll(inputs, static_cast<int>(at_once));
+  const std::vector<RewardResult> results =
+      command.ScoreAll(inputs, static_cast<int>(at_once), cancel);
   std::vector<RewardResult> scored(problems.size() * static_cast<size_t>(rollouts.group_size));
   for (int64_t i = first; i < last; ++i) {
     scored[samples[i].request * rollouts.group_size + samples[i].sample] = results[i - first];
@@ -679,8 +683,23 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     if (command) {
       Stopwatch scoring;
-      scored = ScoreShare(*command, gc.reward_at_once, problems, rollouts, policy, trainer_ranks);
+      // Colocated, a stop request kills the commands in flight and drops the
+      // step: a resumed run draws the same samples again (they depend on the
+      // weights, the seed and the step only). Asynchronous, they came from a
+      // snapshot the checkpoint no longer holds (the next draw's replaced
+      // it), so the step's rewards finish first.
+      const std::function<bool()> cancel =
+          gc.max_staleness == 0 ? hooks.run.stop_requested : nullptr;
+      scored = ScoreShare(*command, gc.reward_at_once, problems, rollouts, policy, trainer_ranks,
+                          cancel);
       m.reward_seconds = scoring.Seconds();
+      int dropped = std::any_of(scored.begin(), scored.end(),
+                                [](const RewardResult& r) { return r.cancelled; });
+      if (ranks > 1) dropped = trainers->AllReduceValue(dropped, comm::ReduceOp::kMax);
+      if (dropped != 0) {
+        run->StopInStep(hooks.run, "its rewards");
+        break;
+      }
     }
     ASSIGN_OR_RETURN(m.policy, TrainOnRollouts(*policy.llama, run->adamw(), m.lr,
                                                rc.optim.grad_clip, ctx, prompts, rollouts, reward,

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,6 +107,32 @@ TEST(TasksTest, CommandRewardScoresManyAtOnceInOrder) {
     }
   }
   EXPECT_TRUE(echo.ScoreAll({}, 4).empty());
+  // A stop that never comes changes nothing.
+  const std::vector<RewardResult> r = echo.ScoreAll(inputs, 4, [] { return false; });
+  EXPECT_EQ(r[0].reward, 1.0);
+  EXPECT_FALSE(r[0].cancelled);
+  EXPECT_NE(r[2].error.find("exited with 7"), std::string::npos) << r[2].error;
+}
+
+TEST(TasksTest, CommandRewardStopsOnCancel) {
+  // Commands that would run 30 s each, two at once, and a stop 0.3 s in: the
+  // two in flight are killed and the rest never start, within seconds.
+  const CommandReward slow("sleep 30; echo 1", 60);
+  const std::vector<RewardInput> inputs(6, RewardInput{"p", "c"});
+  const auto start = std::chrono::steady_clock::now();
+  const auto cancel = [&] {
+    return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300);
+  };
+  const std::vector<RewardResult> r = slow.ScoreAll(inputs, 2, cancel);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
+  ASSERT_EQ(r.size(), inputs.size());
+  for (const RewardResult& x : r) {
+    EXPECT_TRUE(x.cancelled);
+    EXPECT_EQ(x.reward, 0.0);
+    EXPECT_NE(x.error.find("the run was asked to stop"), std::string::npos) << x.error;
+  }
 }
 
 }  // namespace
