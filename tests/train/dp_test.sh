@@ -181,6 +181,10 @@ fitted=$(sed -n 's/.*schedule fitted: train.steps 100000 -> \([0-9]*\).*/\1/p' "
 one one_budget f32 2 --set train.steps="$fitted" --set optim.warmup_steps=50 --set train.eval_every=0
 compare "$work/one_budget" "$work/dp2_budget"
 dp dp2_budget_refit 2 f32 1 1 "${budget[@]}"
+# Open MPI gives each rank a terminal even when its output goes to a file:
+# the log holds plain step lines, not a redrawn progress line.
+if grep -q $'\r' "$work/dp2_budget_refit.log"; then fail "a rank under mpirun redrew its progress line into the log"; fi
+grep -q "^step [0-9]*/[0-9]*  loss" "$work/dp2_budget_refit.log" || { cat "$work/dp2_budget_refit.log"; fail "no step lines under mpirun"; }
 /usr/bin/python3 - "$work/dp2_budget_refit" <<'PY' || { cat "$work/dp2_budget_refit.log"; fail "refitted run on 2 ranks"; }
 import json, re, sys
 run = sys.argv[1]

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 
+#include "anvil/comm/world.h"
 #include "anvil/core/clock.h"
 
 namespace anvil::train {
@@ -33,7 +34,10 @@ std::string Duration(double seconds) {
 
 Progress::Progress(int64_t first_step, int64_t total_steps, int64_t log_every, std::FILE* out)
     : out_(out),
-      tty_(::isatty(::fileno(out)) != 0),
+      // Open MPI hands every rank a pseudo-terminal for stdout even where
+      // mpirun's own output goes to a file: a launched rank writes plain
+      // lines, which a log file keeps readable (redrawn lines would be one).
+      tty_(::isatty(::fileno(out)) != 0 && !comm::UnderMpiLauncher()),
       first_step_(first_step),
       total_(total_steps),
       log_every_(log_every),

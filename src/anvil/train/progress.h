@@ -1,5 +1,6 @@
 // What a person watching a run sees: on a terminal one progress line redrawn
-// in place (step/total, loss, tokens/s, ETA); otherwise a plain line every
+// in place (step/total, loss, tokens/s, ETA); otherwise (and under mpirun,
+// whose ranks' output may go to a file) a plain line every
 // train.log_every steps. And Ctrl-C: the first SIGINT (or SIGTERM, which
 // batch schedulers and `timeout` send) only sets a flag the loop polls
 // between steps (it then checkpoints and exits cleanly); a second one
