@@ -46,7 +46,9 @@ struct PostRunOptions {
 struct PostRunHooks {
   std::function<void(int64_t step, const TaskEval& eval)> on_eval = nullptr;
   std::function<void(const std::string& message)> on_message = nullptr;
-  std::function<bool()> stop_requested = nullptr;  // polled between steps
+  // Polled between steps, and by the reward-scoring threads during a step
+  // (rl_run.cc): must be safe to call from any thread.
+  std::function<bool()> stop_requested = nullptr;
 };
 
 // What a finished (or stopped) run did.

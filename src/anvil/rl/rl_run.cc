@@ -695,7 +695,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       m.reward_seconds = scoring.Seconds();
       int dropped = std::any_of(scored.begin(), scored.end(),
                                 [](const RewardResult& r) { return r.cancelled; });
-      if (ranks > 1) dropped = trainers->AllReduceValue(dropped, comm::ReduceOp::kMax);
+      // (the same setting on every rank: all meet here, or none)
+      if (cancel && ranks > 1) dropped = trainers->AllReduceValue(dropped, comm::ReduceOp::kMax);
       if (dropped != 0) {
         run->StopInStep(hooks.run, "its rewards");
         break;
