@@ -4,7 +4,8 @@
 # accuracy, every GRPO step reports a rollout-vs-trainer log-prob difference
 # of exactly 0 (f32, fp8-block, mxfp8), the RL checkpoint generates on its own (its tokenizer travels
 # with it), bad starts (or resumes that change the run) fail with a clear
-# message, and Ctrl-C does not wait for a user's reward commands.
+# message, and Ctrl-C does not wait for a user's reward commands (a second
+# one leaves none running).
 # Usage: cli_test.sh ANVIL_BINARY SOURCE_DIR WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -94,28 +95,104 @@ grep -q "note: the run's rewards came from \`grep.*, now from \`echo 1\`" "$work
 grep -q '"reward":0.0,.*"reward_errors":32' "$work/rl-cmd-fail/metrics.jsonl" \
   || fail "reward command failures not in metrics.jsonl"
 # Ctrl-C while reward commands run: they are killed (not waited for), the
-# step is dropped, and the run checkpoints as it stood before it; a resume
-# takes that step again.
-"$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-stop" \
-  --set rl.reward_command="\"touch $work/scoring; sleep 30; echo 1\"" --set rl.reward_timeout_s=60 \
-  > "$work/rl-cmd-stop.log" 2>&1 &
+# step is dropped, and the run checkpoints as it stood before it, without a
+# held-out pass. Stopped in step 1, resumed, stopped in step 2 and resumed
+# again, the run ends where an uninterrupted one does, bit for bit (and
+# evaluates as often). The reward varies with the sample (the first digit
+# of its input's checksum), so the steps train; while $work/arm holds N,
+# the calls after the N-th wait until killed, each listing its process
+# group in $work/waiting.
+cat > "$work/reward.sh" <<EOF
+input=\$(cat)
+if [ -f "$work/arm" ]; then
+  echo >> "$work/calls"
+  if [ "\$(wc -l < "$work/calls")" -gt "\$(cat "$work/arm")" ]; then
+    sed 's/.*) //' /proc/\$\$/stat | cut -d' ' -f3 >> "$work/waiting"  # its process group
+    exec sleep 30
+  fi
+fi
+printf '%s\n' "\$input" | cksum | cut -c1
+EOF
+varying=(--set rl.reward_command="\"sh $work/reward.sh\"" --set rl.reward_timeout_s=60
+         --set rl.steps=3)
+"$anvil" rl "${rl_short[@]}" "${varying[@]}" --out "$work/rl-cmd-ref" > "$work/rl-cmd-ref.log" 2>&1 \
+  || { cat "$work/rl-cmd-ref.log"; fail "rl with a varying reward"; }
+grep -q '"filtered_groups":[0-3],' "$work/rl-cmd-ref/metrics.jsonl" \
+  || { cat "$work/rl-cmd-ref/metrics.jsonl"; fail "no group's rewards varied: nothing trained"; }
+# arm_and_stop ARM STEP: a run (resumed, after step 1) armed with ARM,
+# stopped by Ctrl-C while its step STEP's commands wait.
+arm_and_stop() {
+  local armed=$1 step=$2
+  rm -f "$work/calls" "$work/waiting"
+  echo "$armed" > "$work/arm"
+  if [ "$step" = 1 ]; then
+    "$anvil" rl "${rl_short[@]}" "${varying[@]}" --out "$work/rl-cmd-stop" > "$work/stop$step.log" 2>&1 &
+  else
+    "$anvil" rl --resume "$work/rl-cmd-stop" > "$work/stop$step.log" 2>&1 &
+  fi
+  local pid=$!
+  for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
+  [ -f "$work/waiting" ] || { kill -9 "$pid"; cat "$work/stop$step.log"; fail "step $step: no command waited"; }
+  local stopped_at rc=0
+  stopped_at=$(date +%s)
+  kill -INT "$pid"
+  wait "$pid" || rc=$?
+  rm "$work/arm"
+  [ "$rc" = 0 ] || { cat "$work/stop$step.log"; fail "Ctrl-C during step $step's rewards: exit code $rc"; }
+  [ $(( $(date +%s) - stopped_at )) -lt 10 ] || { cat "$work/stop$step.log"; fail "Ctrl-C waited for the reward commands"; }
+  grep -q "stop requested during its rewards of step $step: the step is dropped" "$work/stop$step.log" \
+    || { cat "$work/stop$step.log"; fail "the dropped step $step not said"; }
+  [ "$(cat "$work/rl-cmd-stop/latest")" = "step_$((step - 1))" ] || fail "the run stopped in step $step is not at its checkpoint"
+  if grep -q "\"step\":$step," "$work/rl-cmd-stop/metrics.jsonl"; then fail "the dropped step $step was recorded"; fi
+  if [ "$step" -gt 1 ]; then  # (its last evaluation was at step 0)
+    grep -q "held-out accuracy [0-9.]*% at step 0 " "$work/stop$step.log" \
+      || { cat "$work/stop$step.log"; fail "step $step: the summary names no earlier evaluation"; }
+  fi
+}
+arm_and_stop 0 1   # (32 samples a step)
+arm_and_stop 32 2
+"$anvil" rl --resume "$work/rl-cmd-stop" > "$work/stop-done.log" 2>&1 \
+  || { cat "$work/stop-done.log"; fail "the last resume of the stopped run"; }
+/usr/bin/python3 - "$work/rl-cmd-ref/metrics.jsonl" "$work/rl-cmd-stop/metrics.jsonl" <<'PY' \
+  || fail "the stopped and resumed run's metrics are not the uninterrupted one's"
+import json, sys
+def load(path):
+    return [{k: v for k, v in json.loads(line).items() if "seconds" not in k and "per_s" not in k
+             and k != "mem_high_water"} for line in open(path)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    sys.exit("\n".join(map(str, a + ["vs"] + b)))
+PY
+for f in model optimizer; do
+  cmp -s "$work/rl-cmd-ref/step_3/$f.safetensors" "$work/rl-cmd-stop/step_3/$f.safetensors" \
+    || fail "the stopped and resumed run's $f.safetensors differs from the uninterrupted one's"
+done
+# Asynchronous, a step's rewards finish first; a second Ctrl-C ends anvil at
+# once and kills the commands it waits for with it.
+rm -f "$work/calls" "$work/waiting"
+echo 0 > "$work/arm"
+"$anvil" rl "${rl_short[@]}" "${varying[@]}" --set rl.max_staleness=1 --out "$work/rl-cmd-kill" \
+  > "$work/rl-cmd-kill.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do [ -f "$work/scoring" ] && break; sleep 0.1; done
-[ -f "$work/scoring" ] || { kill -9 "$pid"; cat "$work/rl-cmd-stop.log"; fail "the reward command never ran"; }
-stopped_at=$(date +%s)
+for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
+[ -f "$work/waiting" ] || { kill -9 "$pid"; cat "$work/rl-cmd-kill.log"; fail "async: no command waited"; }
+kill -INT "$pid"
+sleep 0.5
 kill -INT "$pid"
 rc=0
 wait "$pid" || rc=$?
-[ "$rc" = 0 ] || { cat "$work/rl-cmd-stop.log"; fail "Ctrl-C during rewards: exit code $rc"; }
-[ $(( $(date +%s) - stopped_at )) -lt 10 ] || { cat "$work/rl-cmd-stop.log"; fail "Ctrl-C waited for the reward commands"; }
-grep -q "stop requested during its rewards of step 1: the step is dropped" "$work/rl-cmd-stop.log" \
-  || { cat "$work/rl-cmd-stop.log"; fail "the dropped step not said"; }
-[ "$(cat "$work/rl-cmd-stop/latest")" = step_0 ] || fail "the stopped run's checkpoint is not step 0's"
-if grep -q '"reward"' "$work/rl-cmd-stop/metrics.jsonl"; then fail "the dropped step was recorded"; fi
-"$anvil" rl --resume "$work/rl-cmd-stop" --set rl.steps=1 --set rl.reward_command='"echo 1"' \
-  > "$work/rl-cmd-stop-resume.log" 2>&1 || { cat "$work/rl-cmd-stop-resume.log"; fail "resume of the stopped run"; }
-[ "$(grep -c '"reward":1.0,' "$work/rl-cmd-stop/metrics.jsonl")" = 1 ] \
-  || { cat "$work/rl-cmd-stop/metrics.jsonl"; fail "the resumed run did not take step 1"; }
+rm "$work/arm"
+[ "$rc" = 130 ] || { cat "$work/rl-cmd-kill.log"; fail "a second Ctrl-C: exit code $rc, not 130"; }
+alive() {  # alive PGID: a process of the group that is not a zombie
+  cat /proc/[0-9]*/stat 2>/dev/null | sed 's/.*) //' | awk -v g="$1" '$3 == g && $1 != "Z"' | grep -q .
+}
+for _ in $(seq 1 50); do
+  left=0
+  for g in $(cat "$work/waiting"); do alive "$g" && left=1; done
+  [ "$left" = 0 ] && break
+  sleep 0.1
+done
+[ "$left" = 0 ] || fail "a second Ctrl-C left reward commands running"
 if "$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-bad" --set rl.reward_command='"true"' \
     --set rl.reward_timeout_s=0 > "$work/rl-cmd-bad.log" 2>&1; then
   fail "rl accepted rl.reward_timeout_s = 0"

@@ -8,7 +8,8 @@
 # uninterrupted one does. Several trainer ranks (RL, and SFT) train as one
 # process with as many micro-batches (below). A rank on other kernels than trainer rank
 # 0's is refused, and a rank that keeps the other waiting past
-# comm.timeout_s is named by the watchdog.
+# comm.timeout_s is named by the watchdog. A stop asked of one trainer rank
+# while reward commands run drops the step on all (below).
 # Usage: mpi_rollouts_test.sh REPO ANVIL
 set -uo pipefail
 repo=$1 anvil=$2
@@ -207,6 +208,40 @@ at_step_2 "$work/dp-zero-n" "$work/dp-zero-resumed"
 mpi 2 rl --resume "$work/dp-zero-resumed" > "$work/dp-zero-resumed.log" 2>&1 \
   || { cat "$work/dp-zero-resumed.log"; fail "ZeRO-1 resume on two ranks"; }
 same "$work/dp-zero-n" "$work/dp-zero-resumed"
+
+# A stop asked of one trainer rank alone while reward commands run (rank 1's
+# own SIGINT, sent by its third step's first command; rank 0 gets none):
+# both ranks drop the step and end at the checkpoint before it, without a
+# held-out pass; resumed, the run ends where it does uninterrupted. The
+# reward varies with the sample (the first digit of its input's checksum).
+cat > "$work/reward.sh" <<EOF
+input=\$(cat)
+if [ -f "$work/arm" ] && [ "\${OMPI_COMM_WORLD_RANK:-}" = 1 ]; then
+  echo >> "$work/calls"
+  if [ "\$(wc -l < "$work/calls")" -gt 32 ]; then  # (16 samples a step on each rank)
+    # Once: a second signal would end anvil. (The command's shell exec'd
+    # this one, so the parent is anvil.)
+    mkdir "$work/signalled" 2> /dev/null && kill -INT \$PPID
+    exec sleep 30
+  fi
+fi
+printf '%s\n' "\$input" | cksum | cut -c1
+EOF
+cmd=(--set rl.max_staleness=0 --set rl.reward_command="\"exec sh $work/reward.sh\""
+     --set rl.reward_timeout_s=60)
+mpi 2 rl "${rl[@]}" "${cmd[@]}" --out "$work/cmd-2" > "$work/cmd-2.log" 2>&1 \
+  || { cat "$work/cmd-2.log"; fail "a reward command on two ranks"; }
+touch "$work/arm"
+mpi 2 rl "${rl[@]}" "${cmd[@]}" --out "$work/cmd-stop" > "$work/cmd-stop.log" 2>&1 \
+  || { cat "$work/cmd-stop.log"; fail "a stop on one rank during rewards"; }
+rm "$work/arm"
+[ -d "$work/signalled" ] || fail "rank 1's commands never asked it to stop"
+grep -q "stop requested during its rewards of step 3: the step is dropped" "$work/cmd-stop.log" \
+  || { cat "$work/cmd-stop.log"; fail "one rank's stop: the dropped step not said"; }
+[ "$(cat "$work/cmd-stop/latest")" = step_2 ] || fail "one rank's stop: not at the step-2 checkpoint"
+mpi 2 rl --resume "$work/cmd-stop" > "$work/cmd-stop-resumed.log" 2>&1 \
+  || { cat "$work/cmd-stop-resumed.log"; fail "resume after one rank's stop"; }
+same "$work/cmd-2" "$work/cmd-stop"
 
 # A rollout rank on other kernels than the trainer's (here the scalar tier)
 # would give other log-probabilities, a trainer rank on others other

@@ -15,6 +15,10 @@
 #     1-process export, byte for byte, and `anvil generate` reads it.
 #  3. --trace merges the ranks' traces (a process per rank, comm zones with
 #     bytes and group); metrics carry each step's exposed communication.
+#     A time budget on 2 ranks: one fitted step count for all, bitwise the
+#     one process configured with it; refitted, every step recorded and the
+#     last checkpoint at the step config.toml names; plain log lines under
+#     mpirun.
 #  4. A layout the job cannot have is refused with a clear message.
 # Usage: dp_test.sh REPO ANVIL
 set -uo pipefail

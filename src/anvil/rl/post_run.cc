@@ -263,11 +263,12 @@ bool PostRun::Done(const PostRunHooks& hooks) {
     }
   }
   stopped_early_ = reason == kStopRequested || reason == kMaxMinutes;
+  stop_requested_ = reason == kStopRequested;
   return reason != kGoOn;
 }
 
 void PostRun::StopInStep(const PostRunHooks& hooks, const std::string& what) {
-  stopped_early_ = true;
+  stopped_early_ = stop_requested_ = true;
   if (hooks.on_message) {
     hooks.on_message(
         fmt::format("stop requested during {} of step {}: the step is dropped (a "
@@ -307,14 +308,18 @@ Status PostRun::AfterStep(const PostRunHooks& hooks) {
 
 Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
-  if (last_eval_step_ != step_) RETURN_IF_ERROR(Evaluate(hooks).status());
+  // A run asked to stop ends without the held-out pass (as `anvil train`
+  // does): the person who asked waits for the checkpoint alone.
+  if (last_eval_step_ != step_ && !stop_requested_) RETURN_IF_ERROR(Evaluate(hooks).status());
+  const bool evaluated_now = last_eval_ && last_eval_step_ == step_;
   if (last_saved_step_ != step_) {
-    RETURN_IF_ERROR(Save(extra_state ? extra_state(*last_eval_) : "").status());
+    RETURN_IF_ERROR(Save(extra_state && evaluated_now ? extra_state(*last_eval_) : "").status());
   }
   PostRunSummary s;
   s.first_step = first_step_;
   s.steps_done = step_;
   s.last_eval = last_eval_;
+  s.last_eval_step = last_eval_ ? last_eval_step_ : -1;
   s.checkpoint = last_checkpoint_;
   s.stopped_early = stopped_early_;
   s.seconds = watch_.Seconds();

@@ -55,6 +55,7 @@ struct PostRunHooks {
 struct PostRunSummary {
   int64_t first_step = 0, steps_done = 0;
   std::optional<TaskEval> first_eval, last_eval;  // held-out accuracy at the start and the end
+  int64_t last_eval_step = -1;  // last_eval's step: steps_done, or before it for a stopped run
   std::string checkpoint;                         // the last one written
   bool stopped_early = false;                     // a stop request or max_minutes
   double seconds = 0;
@@ -116,8 +117,9 @@ class PostRun {
   const std::optional<TaskEval>& last_eval() const { return last_eval_; }
   int64_t last_eval_step() const { return last_eval_step_; }
   // The end of the loop: the final evaluation and checkpoint, unless this
-  // step already had them; `extra_state` gives more state.json fields (as
-  // Save) from the final evaluation.
+  // step already had them (a run asked to stop skips the evaluation);
+  // `extra_state` gives more state.json fields (as Save) from the
+  // evaluation at this step, where there is one.
   Result<PostRunSummary> Finish(const PostRunHooks& hooks,
                                 const std::function<std::string(const TaskEval&)>& extra_state);
   // A checkpoint of the current step; `extra`: more state.json fields (a
@@ -194,6 +196,7 @@ class PostRun {
   int trainer_slots_ = 1;
   std::string resumed_state_;  // state.json's text of a resumed run
   bool stopped_early_ = false;
+  bool stop_requested_ = false;  // (stopped early, but not by max_minutes)
   Stopwatch watch_;
 };
 

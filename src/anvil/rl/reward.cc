@@ -22,6 +22,8 @@
 #include <system_error>
 #include <thread>
 
+#include "anvil/core/child_groups.h"
+
 extern char** environ;
 
 namespace anvil::rl {
@@ -116,9 +118,15 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
                                       POSIX_SPAWN_SETSIGMASK);
   const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, &attr,
-                                  const_cast<char* const*>(argv), environ);
+  // Tracked, so that a second Ctrl-C, which ends anvil at once, kills the
+  // group first (none starts once that has begun: `spawned` stays -1).
+  int spawned = -1;
+  const pid_t pid = SpawnTrackedGroup([&] {
+    pid_t child = 0;
+    spawned =
+        posix_spawn(&child, "/bin/sh", &actions, &attr, const_cast<char* const*>(argv), environ);
+    return spawned == 0 ? child : 0;
+  });
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(in[0]);
@@ -126,6 +134,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   if (spawned != 0) {
     close(in[1]);
     close(out[0]);
+    if (spawned < 0) return Cancelled();
     r.error = fmt::format("reward command: cannot start /bin/sh: {}", std::strerror(spawned));
     return r;
   }
@@ -204,6 +213,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
     usleep(1000);
   }
   kill(-pid, SIGKILL);
+  UntrackChildGroup(pid);
   if (done != pid) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }

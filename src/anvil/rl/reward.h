@@ -8,7 +8,8 @@
 // output still open: a background child holding it counts) or prints
 // anything else gives reward 0 and an error saying why, never a crash.
 // A run asked to stop (Ctrl-C) need not wait for commands in flight: a
-// `cancel` predicate, once true, kills them and skips the ones not started.
+// `cancel` predicate, once true, kills them and skips the ones not started;
+// a second Ctrl-C, which ends the process, kills them first (core/child_groups.h).
 #pragma once
 
 #include <functional>
@@ -45,8 +46,8 @@ class CommandReward {
  public:
   // `command` runs under /bin/sh -c.
   CommandReward(std::string command, double timeout_seconds);
-  // `cancel` (may be empty) is polled every kCancelPollMs while the command
-  // runs, from the scoring threads: it must be safe to call from any thread.
+  // `cancel` (may be empty) is polled at least every kCancelPollMs while
+  // the command runs, from the scoring threads: it must be safe to call from any thread.
   RewardResult Score(std::string_view prompt, std::string_view completion,
                      const std::function<bool()>& cancel = {}) const;
   // Score of each input, in order, with up to `at_once` commands running

@@ -606,14 +606,15 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
           gc.reward_command, gc.reward_timeout_s, gc.reward_at_once));
     }
   }
-  // The held-out accuracy at the start: measured now, or a resumed run's as
-  // its checkpoints recorded it.
+  // The held-out accuracy at the start: a resumed run's as its checkpoints
+  // recorded it (one stopped in its first step resumes at step 0), or
+  // measured now.
   std::optional<TaskEval> first_eval;
-  if (run->step() == 0) {
-    ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
-  } else if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
+  if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
     first_eval.emplace();
     first_eval->accuracy = *a;
+  } else if (run->step() == 0) {
+    ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
   }
   std::string extra_state;
   if (!init_weights.empty()) extra_state = fmt::format("\"init_weights\": \"{}\"", init_weights);

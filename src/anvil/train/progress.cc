@@ -9,6 +9,7 @@
 #include <csignal>
 
 #include "anvil/comm/world.h"
+#include "anvil/core/child_groups.h"
 #include "anvil/core/clock.h"
 
 namespace anvil::train {
@@ -16,8 +17,11 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 
+// The first signal asks the run to stop; a second ends the process, and the
+// process groups it started (reward commands) with it.
 void OnStopSignal(int signal) {
   if (g_stop_signal.exchange(signal) != 0) {
+    EndChildGroups();
     std::signal(signal, SIG_DFL);
     std::raise(signal);
   }

@@ -4,7 +4,8 @@
 // train.log_every steps. And Ctrl-C: the first SIGINT (or SIGTERM, which
 // batch schedulers and `timeout` send) only sets a flag the loop polls
 // between steps (it then checkpoints and exits cleanly); a second one
-// restores the default action and kills the process.
+// kills the child process groups it tracks (core/child_groups.h), restores
+// the default action and kills the process.
 #pragma once
 
 #include <cstdint>

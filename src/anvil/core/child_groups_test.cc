@@ -1,0 +1,49 @@
+// The child process group table: the end kills the tracked groups only, and
+// no group starts after it.
+#include "anvil/core/child_groups.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace anvil {
+namespace {
+
+// A child in a process group of its own (as a reward command is), waiting.
+pid_t ForkGroup() {
+  const pid_t child = fork();
+  if (child == 0) {
+    setpgid(0, 0);
+    pause();
+    _exit(0);
+  }
+  if (child > 0) setpgid(child, child);  // (either side may run first)
+  return child;
+}
+
+// (last: the end cannot be undone in this process)
+TEST(ChildGroupsTest, TheEndKillsTrackedGroupsAndStartsNoMore) {
+  const pid_t tracked = SpawnTrackedGroup(ForkGroup);
+  const pid_t untracked = SpawnTrackedGroup(ForkGroup);
+  ASSERT_GT(tracked, 0);
+  ASSERT_GT(untracked, 0);
+  UntrackChildGroup(untracked);
+  EndChildGroups();
+  int status = 0;
+  ASSERT_EQ(waitpid(tracked, &status, 0), tracked);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(waitpid(untracked, &status, WNOHANG), 0) << "an untracked group was killed";
+  kill(untracked, SIGKILL);
+  waitpid(untracked, &status, 0);
+  bool called = false;
+  EXPECT_EQ(SpawnTrackedGroup([&] {
+              called = true;
+              return pid_t{0};
+            }),
+            0);
+  EXPECT_FALSE(called) << "a spawn started after the end";
+}
+
+}  // namespace
+}  // namespace anvil
