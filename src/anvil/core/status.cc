@@ -13,6 +13,8 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnimplemented: return "unimplemented";
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kAborted: return "aborted";
+    case StatusCode::kCancelled:
+      return "cancelled";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

@@ -13,13 +13,14 @@ namespace anvil {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // bad input: config value, flag, malformed file
-  kNotFound,         // missing file, key or tensor
-  kIoError,          // read/write/fsync failed
-  kDataLoss,         // checksum mismatch, truncated file
-  kUnimplemented,    // valid request this build cannot serve
+  kInvalidArgument,    // bad input: config value, flag, malformed file
+  kNotFound,           // missing file, key or tensor
+  kIoError,            // read/write/fsync failed
+  kDataLoss,           // checksum mismatch, truncated file
+  kUnimplemented,      // valid request this build cannot serve
   kResourceExhausted,  // valid request this machine cannot hold (memory)
-  kAborted,          // another rank of the job failed; this one stops with it
+  kAborted,            // another rank of the job failed; this one stops with it
+  kCancelled,          // stopped on request (a run asked to stop): not a failure
   kInternal,
 };
 
@@ -57,6 +58,7 @@ inline Status ResourceExhausted(std::string m) {
 }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 // A value or the Status that explains its absence.
 template <typename T>

@@ -33,7 +33,7 @@ int64_t RolloutEngine::bytes() const {
 
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,
-    RolloutStats* stats, uint32_t first_request, const std::atomic<bool>* cancel) {
+    RolloutStats* stats, uint32_t first_request, const std::function<bool()>& cancel) {
   ANVIL_TRACE_ZONE("rollout");
   RETURN_IF_ERROR(options_.sampling.Validate());
   // Tensorwise current scaling takes one amax over all the rows of a step, so
@@ -193,9 +193,7 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
       next.push_back(out[in_slot[slot]].tokens.back());
     }
     if (seqs.empty()) break;  // nothing in flight and nothing waiting
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
-      return Aborted("rollouts cancelled");
-    }
+    if (cancel && cancel()) return Cancelled("rollouts cancelled");
     decoder_.Step(ctx, seqs, next, logits.data());
     ++st.steps;
     drawn.resize(seqs.size());

@@ -22,7 +22,6 @@
 // or activation store).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,14 +96,14 @@ class RolloutEngine {
   // G samples of every prompt, in (request, sample) order. Prompts must be
   // non-empty and fit the context. Prompt i is request first_request + i of
   // the random streams (an RL loop numbers its steps' prompts apart, so no
-  // two steps draw the same numbers). `cancel`, once true, ends the call
-  // before its next decode step with an Aborted status (a draw nobody will
-  // read: an RL run stopping).
+  // two steps draw the same numbers). `cancel` (may be empty) is polled
+  // before each decode step: once true, the call ends with a Cancelled
+  // status (a draw nobody will read: an RL run stopping).
   Result<std::vector<RolloutSample>> Generate(const kernels::KernelCtx& ctx,
                                               std::span<const std::vector<int32_t>> prompts,
                                               RolloutStats* stats = nullptr,
                                               uint32_t first_request = 0,
-                                              const std::atomic<bool>* cancel = nullptr);
+                                              const std::function<bool()>& cancel = {});
 
  private:
   const model::ForwardWeights& model_;

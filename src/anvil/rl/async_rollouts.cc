@@ -94,7 +94,9 @@ void AsyncRollouts::Start(std::vector<std::vector<int32_t>> prompts, int64_t ste
   prompts_ = std::move(prompts);
   pending_ = std::async(std::launch::async, [this, step, staleness]() -> Result<Rollouts> {
     if (quantized_) quantized_->Requantize(snapshot_->forward_weights(), *ctx_);
-    ASSIGN_OR_RETURN(Rollouts r, GenerateRollouts(*engine_, *ctx_, prompts_, step, &cancel_));
+    ASSIGN_OR_RETURN(Rollouts r, GenerateRollouts(*engine_, *ctx_, prompts_, step, [this] {
+                       return cancel_.load(std::memory_order_relaxed);
+                     }));
     r.staleness = staleness;
     return r;
   });

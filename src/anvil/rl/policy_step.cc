@@ -115,7 +115,7 @@ std::span<const T> Slice(const std::vector<T>& v, int64_t begin, int64_t end) {
 
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
                                   std::span<const std::vector<int32_t>> prompts, int64_t step,
-                                  const std::atomic<bool>* cancel, int64_t step_prompts,
+                                  const std::function<bool()>& cancel, int64_t step_prompts,
                                   int64_t first_prompt) {
   ANVIL_TRACE_ZONE("rollouts");
   Rollouts r;

@@ -31,7 +31,6 @@
 // the learning rate with the same clip scale (the global norm covers both).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -75,7 +74,7 @@ struct Rollouts {
 // first prompt's index: its requests are the whole step's.
 Result<Rollouts> GenerateRollouts(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
                                   std::span<const std::vector<int32_t>> prompts, int64_t step,
-                                  const std::atomic<bool>* cancel = nullptr,
+                                  const std::function<bool()>& cancel = {},
                                   int64_t step_prompts = -1, int64_t first_prompt = 0);
 
 // PPO's critic: the value head and its optimizer, owned by the caller. The

@@ -228,6 +228,27 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   ASSERT_TRUE(second->first_eval.has_value());
   EXPECT_EQ(second->first_eval->accuracy, a->first_eval->accuracy);
 
+  // A stop request during a step's draw cuts it and drops the step: the run
+  // ends at step 3's checkpoint and, resumed, where the run through does.
+  // After 3 steps the stop is polled between steps (no), then by step 4's
+  // draw (yes); a draw that never polled it would stop after step 4.
+  const std::string cut = dir / "cut";
+  int64_t cut_done = 0;
+  int polls = 0;
+  RlHooks stop_in_draw{.run = {.stop_requested = [&] { return cut_done >= 3 && ++polls >= 2; }},
+                       .on_step = [&](const RlStepMetrics&) { ++cut_done; }};
+  auto stopped = RunRl(RlConfig(sft), {.run_dir = cut}, stop_in_draw);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  EXPECT_EQ(stopped->steps_done, 3);
+  EXPECT_TRUE(stopped->stopped_early);
+  auto cut_config = Config::FromFile(cut + "/config.toml");
+  ASSERT_TRUE(cut_config.ok());
+  ASSERT_TRUE(RunRl(*cut_config, {.run_dir = cut, .resume = true}, {}).ok());
+  EXPECT_EQ(State(cut, 6), State(through, 6));
+  int64_t step_lines = 0;
+  for (const nlohmann::json& line : MetricsLines(cut)) step_lines += line.contains("lr");
+  EXPECT_EQ(step_lines, 6);
+
   // No starting policy, or a run folder of the other kind: refused.
   EXPECT_FALSE(RunRl(RlConfig(""), {.run_dir = dir / "none"}, {}).ok());
   EXPECT_FALSE(RunRl(RlConfig(sft), {.run_dir = sft, .resume = true}, {}).ok());

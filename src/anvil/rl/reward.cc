@@ -56,7 +56,7 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-RewardResult Cancelled() {
+RewardResult CancelledReward() {
   RewardResult r;
   r.cancelled = true;
   r.error = "reward command stopped: the run was asked to stop";
@@ -134,7 +134,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   if (spawned != 0) {
     close(in[1]);
     close(out[0]);
-    if (spawned < 0) return Cancelled();
+    if (spawned < 0) return CancelledReward();
     r.error = fmt::format("reward command: cannot start /bin/sh: {}", std::strerror(spawned));
     return r;
   }
@@ -218,7 +218,7 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  if (cancelled) return Cancelled();
+  if (cancelled) return CancelledReward();
   if (output.size() > kMaxOutput) {  // (its pipe then closed under it: SIGPIPE)
     r.error = "reward command printed more than 1 MiB";
     return r;
@@ -258,8 +258,8 @@ std::vector<RewardResult> CommandReward::ScoreAll(std::span<const RewardInput> i
     while (true) {
       const size_t i = next.fetch_add(1);
       if (i >= inputs.size()) return;
-      results[i] =
-          cancel && cancel() ? Cancelled() : Score(inputs[i].prompt, inputs[i].completion, cancel);
+      results[i] = cancel && cancel() ? CancelledReward()
+                                      : Score(inputs[i].prompt, inputs[i].completion, cancel);
     }
   };
   const size_t threads = std::min(inputs.size(), static_cast<size_t>(std::max(at_once, 1)));

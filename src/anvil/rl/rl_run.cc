@@ -679,7 +679,15 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       m.rollout_wait_seconds = wait.Seconds();
     } else {
       if (quantized) quantized->Requantize(policy.llama->forward_weights(), ctx);
-      ASSIGN_OR_RETURN(rollouts, GenerateShared(*engine, ctx, prompts, step, trainer_ranks));
+      // A stop request cuts the draw and drops the step, as during rewards.
+      Result<Rollouts> drawn =
+          GenerateShared(*engine, ctx, prompts, step, trainer_ranks, hooks.run.stop_requested);
+      if (drawn.status().code() == StatusCode::kCancelled) {
+        run->StopInStep(hooks.run, "its rollouts");
+        break;
+      }
+      RETURN_IF_ERROR(drawn.status());
+      rollouts = std::move(*drawn);
       m.rollout_wait_seconds = rollouts.stats.seconds;
     }
     if (command) {

@@ -135,9 +135,9 @@ int64_t SlotRowsAtMost(int64_t rows, int64_t minibatches, int64_t slots) {
 
 Result<Rollouts> GenerateShared(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
                                 std::span<const std::vector<int32_t>> prompts, int64_t step,
-                                TrainerRanks& ranks) {
+                                TrainerRanks& ranks, const std::function<bool()>& cancel) {
   const int64_t n = static_cast<int64_t>(prompts.size());
-  if (ranks.size() == 1) return GenerateRollouts(engine, ctx, prompts, step);
+  if (ranks.size() == 1) return GenerateRollouts(engine, ctx, prompts, step, cancel);
   ANVIL_TRACE_ZONE("rollouts");
   const auto [p0, p1] = ranks.Share(n);
   Rollouts r;
@@ -147,9 +147,8 @@ Result<Rollouts> GenerateShared(infer::RolloutEngine& engine, const kernels::Ker
   infer::RolloutStats stats;
   Status drawn = Status::Ok();
   if (p1 > p0) {  // a rank without a prompt still meets the others below
-    Result<Rollouts> own = GenerateRollouts(engine, ctx, prompts.subspan(p0, p1 - p0), step,
-                                            /*cancel=*/nullptr, /*step_prompts=*/n,
-                                            /*first_prompt=*/p0);
+    Result<Rollouts> own = GenerateRollouts(engine, ctx, prompts.subspan(p0, p1 - p0), step, cancel,
+                                            /*step_prompts=*/n, /*first_prompt=*/p0);
     if (own.ok()) {
       mine = std::move(own->samples);
       stats = own->stats;
@@ -158,13 +157,20 @@ Result<Rollouts> GenerateShared(infer::RolloutEngine& engine, const kernels::Ker
       drawn = own.status();
     }
   }
-  // One rank's failed draw ends the step on every rank (none waits for its samples).
+  // One rank's failed (or cut) draw ends the step on every rank (none waits
+  // for its samples): 0 drawn, 1 cut, 2 + r failed on rank r (the highest
+  // wins, so a failure outranks a stop).
   comm::Group& group = ranks.group();
-  const int failed =
-      group.AllReduceValue<int>(drawn.ok() ? 0 : 1 + ranks.rank(), comm::ReduceOp::kMax);
-  if (!drawn.ok()) return drawn;
-  if (failed != 0)
-    return Aborted(fmt::format("trainer rank {} failed to draw its rollouts", failed - 1));
+  const bool cut = drawn.code() == StatusCode::kCancelled;
+  const int worst = group.AllReduceValue<int>(drawn.ok() ? 0
+                                              : cut      ? 1
+                                                         : 2 + ranks.rank(),
+                                              comm::ReduceOp::kMax);
+  if (!drawn.ok() && (!cut || worst == 1)) return drawn;
+  if (worst == 1) return Cancelled("rollouts cancelled on another trainer rank");
+  if (worst != 0) {
+    return Aborted(fmt::format("trainer rank {} failed to draw its rollouts", worst - 2));
+  }
   const SamplesWire wire = EncodeSamples(mine);
   SamplesWire all;
   GatherVectors(group, std::span<const int64_t>(wire.meta), all.meta);

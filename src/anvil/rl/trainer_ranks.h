@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -96,10 +97,11 @@ int64_t SlotRowsAtMost(int64_t rows, int64_t minibatches, int64_t slots);
 // rank gets every sample, in (prompt, sample) order: the samples of one
 // process drawing them all, bit for bit. The stats add the ranks' tokens;
 // the time and decode passes are the slowest rank's, the engine bytes this
-// rank's.
+// rank's. `cancel` (may be empty; GenerateRollouts'): a draw it cut on any
+// rank ends the call with a Cancelled status on every rank.
 Result<Rollouts> GenerateShared(infer::RolloutEngine& engine, const kernels::KernelCtx& ctx,
                                 std::span<const std::vector<int32_t>> prompts, int64_t step,
-                                TrainerRanks& ranks);
+                                TrainerRanks& ranks, const std::function<bool()>& cancel = {});
 
 // Rank `root`'s rollouts on every rank of `group` (`rollouts` is read on the
 // root, written on the others).

@@ -1,0 +1,112 @@
+// Colocated rollouts drawn over the trainer ranks (GenerateShared, under
+// mpirun): every rank gets the samples one process draws; a draw cut by a
+// stop request on one rank alone ends the call as cancelled on every rank
+// (none waits for the others' samples), and the next draw is unchanged; a
+// rank's failure outranks another's stop. Exit 0 when every rank passed.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "anvil/comm/world.h"
+#include "anvil/data/bpe_train.h"
+#include "anvil/rl/policy.h"
+#include "anvil/rl/policy_step.h"
+#include "anvil/rl/trainer_ranks.h"
+#include "mpi_testing.h"
+
+namespace anvil::rl {
+namespace {
+
+using anvil::testing::Expect;
+using anvil::testing::g_failures;
+using anvil::testing::g_rank;
+
+bool SameSamples(const Rollouts& a, const Rollouts& b) {
+  if (a.samples.size() != b.samples.size()) return false;
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    if (a.samples[i].tokens != b.samples[i].tokens ||
+        a.samples[i].logprobs != b.samples[i].logprobs) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Check(comm::Group& world) {
+  model::ModelConfig cfg;
+  cfg.dim = 32;
+  cfg.n_layers = 2;
+  cfg.n_heads = 2;
+  cfg.n_kv_heads = 1;
+  cfg.ffn_dim = 64;
+  cfg.vocab_size = 259;
+  cfg.max_seq_len = 16;
+  auto tokenizer = data::ByteTokenizer();
+  Expect(tokenizer.ok(), "byte tokenizer");
+  auto policy = NewPolicy(cfg, std::move(*tokenizer), 3, {.max_batch = 8, .threads = 1});
+  Expect(policy.ok(), "policy");
+  if (!policy.ok()) return;
+  const infer::RolloutOptions options{
+      .max_batch = 8,
+      .max_new = 6,
+      .samples = 2,
+      .eos = policy->eos(),
+      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1, .seed = 5}};
+  infer::RolloutEngine engine(policy->llama->forward_weights(), options);
+  TrainerRanks ranks(world, 1, 0, *policy->llama, nullptr, *policy->pool);
+  const std::vector<std::vector<int32_t>> prompts = {
+      policy->PromptTokens("1+2="), policy->PromptTokens("3+4="), policy->PromptTokens("5+6="),
+      policy->PromptTokens("7+8=")};
+  auto alone = GenerateRollouts(engine, *policy->ctx, prompts, 3);
+  Expect(alone.ok(), "one process's draw");
+  if (!alone.ok()) return;
+  auto shared = GenerateShared(engine, *policy->ctx, prompts, 3, ranks);
+  Expect(shared.ok() && SameSamples(*shared, *alone), "the shared draw is not one process's");
+
+  // Rank 1 alone is asked to stop: both ranks end the draw as cancelled.
+  const bool last = world.rank() == world.size() - 1;
+  auto cut = GenerateShared(engine, *policy->ctx, prompts, 3, ranks, [last] { return last; });
+  Expect(!cut.ok() && cut.status().code() == StatusCode::kCancelled,
+         "a draw cut on the last rank: " + cut.status().ToString());
+  auto again = GenerateShared(engine, *policy->ctx, prompts, 3, ranks);
+  Expect(again.ok() && SameSamples(*again, *alone), "the draw after a cut one differs");
+
+  // The last rank's share holds an empty prompt (its draw fails) while rank
+  // 0 is asked to stop: the failure is what every rank reports.
+  std::vector<std::vector<int32_t>> bad = prompts;
+  bad.back().clear();
+  auto failed =
+      GenerateShared(engine, *policy->ctx, bad, 3, ranks, [&world] { return world.rank() == 0; });
+  Expect(!failed.ok() && failed.status().code() != StatusCode::kCancelled,
+         "a failure beside a stop: " + failed.status().ToString());
+  if (!last) {
+    Expect(failed.status().message().find(
+               fmt::format("trainer rank {} failed", world.size() - 1)) != std::string::npos,
+           "the failed rank not named: " + failed.status().ToString());
+  }
+}
+
+int Main() {
+  auto world = comm::InitWorld({.timeout_s = 120.0});
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", world.status().ToString().c_str());
+    return 1;
+  }
+  comm::Group& w = **world;
+  g_rank = w.rank();
+  Check(w);
+  const int64_t failures = w.AllReduceValue<int64_t>(g_failures);
+  if (g_rank == 0) {
+    std::printf("%s: %d ranks, %lld failures\n", failures ? "FAILED" : "ok", w.size(),
+                static_cast<long long>(failures));
+  }
+  comm::FinalizeWorld();
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace anvil::rl
+
+int main() { return anvil::rl::Main(); }
