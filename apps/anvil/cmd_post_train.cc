@@ -69,19 +69,21 @@ void PrintSummary(const char* kind, const rl::PostRunSummary& s, const std::stri
     fmt::print("stopped after step {}; resume with: anvil {} --resume {}\n", s.steps_done, kind,
                run_dir);
   }
+  // (the start's accuracy is step 0's; a run stopped before its first
+  // evaluation after that has nothing to compare it with)
   std::string change;
-  if (s.first_eval && s.last_eval) {
+  if (s.first_eval && s.last_eval && s.last_eval_step > 0) {
     change = fmt::format(" (from {} at the start: {:+.1f} points)", Percent(s.first_eval->accuracy),
                          100 * (s.last_eval->accuracy - s.first_eval->accuracy));
   }
   // (a stopped run skips the final evaluation: its last one was earlier)
-  const std::string at = s.last_eval && s.last_eval_step != s.steps_done
-                             ? fmt::format(" at step {}", s.last_eval_step)
-                             : "";
+  const std::string earlier_eval = s.last_eval && s.last_eval_step != s.steps_done
+                                       ? fmt::format(" at step {}", s.last_eval_step)
+                                       : "";
   const int64_t steps = s.steps_done - s.first_step;
   fmt::print("done: {} step{} in {:.1f} s; held-out accuracy {}{}{}; checkpoint {}\n", steps,
              steps == 1 ? "" : "s", s.seconds, s.last_eval ? Percent(s.last_eval->accuracy) : "n/a",
-             at, change, s.checkpoint);
+             earlier_eval, change, s.checkpoint);
 }
 
 // What a resumed run that has done all its steps says it does.

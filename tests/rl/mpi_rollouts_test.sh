@@ -210,15 +210,15 @@ mpi 2 rl --resume "$work/dp-zero-resumed" > "$work/dp-zero-resumed.log" 2>&1 \
 same "$work/dp-zero-n" "$work/dp-zero-resumed"
 
 # A stop asked of one trainer rank alone while reward commands run (rank 1's
-# own SIGINT, sent by its third step's first command; rank 0 gets none):
-# both ranks drop the step and end at the checkpoint before it, without a
-# held-out pass; resumed, the run ends where it does uninterrupted. The
+# own SIGINT, sent by its second step's first command; rank 0 gets none):
+# both ranks drop the step and end with a checkpoint of step 1 (written by
+# the stop: rl.checkpoint_every is 2), without a held-out pass; resumed, the run ends where it does uninterrupted. The
 # reward varies with the sample (the first digit of its input's checksum).
 cat > "$work/reward.sh" <<EOF
 input=\$(cat)
 if [ -f "$work/arm" ] && [ "\${OMPI_COMM_WORLD_RANK:-}" = 1 ]; then
   echo >> "$work/calls"
-  if [ "\$(wc -l < "$work/calls")" -gt 32 ]; then  # (16 samples a step on each rank)
+  if [ "\$(wc -l < "$work/calls")" -gt 16 ]; then  # (16 samples a step on each rank)
     # Once: a second signal would end anvil. (The command's shell exec'd
     # this one, so the parent is anvil.)
     mkdir "$work/signalled" 2> /dev/null && kill -INT \$PPID
@@ -236,9 +236,14 @@ mpi 2 rl "${rl[@]}" "${cmd[@]}" --out "$work/cmd-stop" > "$work/cmd-stop.log" 2>
   || { cat "$work/cmd-stop.log"; fail "a stop on one rank during rewards"; }
 rm "$work/arm"
 [ -d "$work/signalled" ] || fail "rank 1's commands never asked it to stop"
-grep -q "stop requested during its rewards of step 3: the step is dropped" "$work/cmd-stop.log" \
+grep -q "stop requested during its rewards of step 2: the step is dropped" "$work/cmd-stop.log" \
   || { cat "$work/cmd-stop.log"; fail "one rank's stop: the dropped step not said"; }
-[ "$(cat "$work/cmd-stop/latest")" = step_2 ] || fail "one rank's stop: not at the step-2 checkpoint"
+[ "$(cat "$work/cmd-stop/latest")" = step_1 ] || fail "one rank's stop: no step-1 checkpoint"
+if grep -q '"step":1,"heldout' "$work/cmd-stop/metrics.jsonl"; then
+  fail "one rank's stop: a held-out pass after the stop"
+fi
+grep -q "held-out accuracy [0-9.]*% at step 0;" "$work/cmd-stop.log" \
+  || { cat "$work/cmd-stop.log"; fail "one rank's stop: the summary names no earlier evaluation"; }
 mpi 2 rl --resume "$work/cmd-stop" > "$work/cmd-stop-resumed.log" 2>&1 \
   || { cat "$work/cmd-stop-resumed.log"; fail "resume after one rank's stop"; }
 same "$work/cmd-2" "$work/cmd-stop"

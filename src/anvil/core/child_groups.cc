@@ -50,6 +50,7 @@ pid_t SpawnTrackedGroup(const std::function<pid_t()>& spawn) {
 }
 
 void UntrackChildGroup(pid_t pgid) {
+  if (pgid <= 0) return;  // (0 marks a free slot)
   for (std::atomic<pid_t>& slot : g_groups) {
     pid_t tracked = pgid;
     if (slot.compare_exchange_strong(tracked, 0)) return;

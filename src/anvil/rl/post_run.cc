@@ -262,13 +262,13 @@ bool PostRun::Done(const PostRunHooks& hooks) {
                                    run_.max_minutes, step_, run_.steps));
     }
   }
-  stopped_early_ = reason == kStopRequested || reason == kMaxMinutes;
-  stop_requested_ = reason == kStopRequested;
+  if (reason == kStopRequested) early_stop_ = EarlyStop::kStopRequested;
+  if (reason == kMaxMinutes) early_stop_ = EarlyStop::kMaxMinutes;
   return reason != kGoOn;
 }
 
 void PostRun::StopInStep(const PostRunHooks& hooks, const std::string& what) {
-  stopped_early_ = stop_requested_ = true;
+  early_stop_ = EarlyStop::kStopRequested;
   if (hooks.on_message) {
     hooks.on_message(
         fmt::format("stop requested during {} of step {}: the step is dropped (a "
@@ -310,7 +310,8 @@ Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
   // A run asked to stop ends without the held-out pass (as `anvil train`
   // does): the person who asked waits for the checkpoint alone.
-  if (last_eval_step_ != step_ && !stop_requested_) RETURN_IF_ERROR(Evaluate(hooks).status());
+  if (last_eval_step_ != step_ && early_stop_ != EarlyStop::kStopRequested)
+    RETURN_IF_ERROR(Evaluate(hooks).status());
   const bool evaluated_now = last_eval_ && last_eval_step_ == step_;
   if (last_saved_step_ != step_) {
     RETURN_IF_ERROR(Save(extra_state && evaluated_now ? extra_state(*last_eval_) : "").status());
@@ -321,7 +322,7 @@ Result<PostRunSummary> PostRun::Finish(
   s.last_eval = last_eval_;
   s.last_eval_step = last_eval_ ? last_eval_step_ : -1;
   s.checkpoint = last_checkpoint_;
-  s.stopped_early = stopped_early_;
+  s.stopped_early = early_stop_ != EarlyStop::kNo;
   s.seconds = watch_.Seconds();
   return s;
 }

@@ -54,7 +54,9 @@ struct PostRunHooks {
 // What a finished (or stopped) run did.
 struct PostRunSummary {
   int64_t first_step = 0, steps_done = 0;
-  std::optional<TaskEval> first_eval, last_eval;  // held-out accuracy at the start and the end
+  // Held-out accuracy at step 0 and at the last evaluation: the end's, or
+  // an earlier one for a run stopped by a stop request.
+  std::optional<TaskEval> first_eval, last_eval;
   int64_t last_eval_step = -1;  // last_eval's step: steps_done, or before it for a stopped run
   std::string checkpoint;                         // the last one written
   bool stopped_early = false;                     // a stop request or max_minutes
@@ -195,8 +197,10 @@ class PostRun {
   std::string extra_state_;
   int trainer_slots_ = 1;
   std::string resumed_state_;  // state.json's text of a resumed run
-  bool stopped_early_ = false;
-  bool stop_requested_ = false;  // (stopped early, but not by max_minutes)
+  // Why the run stops before its last step (a stop request skips the end's
+  // held-out pass; max_minutes does not).
+  enum class EarlyStop { kNo, kStopRequested, kMaxMinutes };
+  EarlyStop early_stop_ = EarlyStop::kNo;
   Stopwatch watch_;
 };
 

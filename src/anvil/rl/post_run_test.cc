@@ -165,6 +165,7 @@ TEST(PostRunTest, SftLearnsResumesBitwiseAndRefusesAnOccupiedFolder) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_TRUE(first->stopped_early);
   EXPECT_EQ(first->steps_done, 15);
+  EXPECT_LT(first->last_eval_step, 15);  // stopped between steps: no held-out pass
   auto config = Config::FromFile(halves + "/config.toml");
   ASSERT_TRUE(config.ok());
   auto second = RunSft(*config, {.run_dir = halves, .resume = true}, {});
@@ -447,12 +448,15 @@ TEST(PostRunTest, Fp8DelayedRunsAreExactlyOnPolicyAndResumeBitwise) {
     EXPECT_NE(refused.status().message().find(key), std::string::npos)
         << refused.status().ToString();
   }
-  // Stopped before its first step, a run still evaluates (on the histories
-  // its first prompts started) and saves.
-  SftHooks stop_at_once{.run = {.stop_requested = [] { return true; }}};
-  const auto early = RunSft(delayed_sft(), {.run_dir = dir / "sft_early"}, stop_at_once);
+  // Out of time before its first step, a run still evaluates (on the
+  // histories its first prompts started) and saves.
+  Config out_of_time = delayed_sft();
+  ASSERT_TRUE(out_of_time.Set("sft.max_minutes=1e-9").ok());
+  const auto early = RunSft(out_of_time, {.run_dir = dir / "sft_early"}, {});
   ASSERT_TRUE(early.ok()) << early.status().ToString();
   EXPECT_EQ(early->steps_done, 0);
+  EXPECT_TRUE(early->stopped_early);
+  EXPECT_EQ(early->last_eval_step, 0);
 
   const std::string f32_sft = dir / "f32_sft", through = dir / "through", halves = dir / "halves";
   Config f32_sft_config = SftConfig();  // long enough for answers of some shape

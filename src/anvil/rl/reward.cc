@@ -198,10 +198,15 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   // The shell's exit, within the time left; then nothing of the command's
-  // process group outlives the call.
-  int status = 0;
-  pid_t done = 0;
-  while (!timed_out && !cancelled && (done = waitpid(pid, &status, WNOHANG)) == 0) {
+  // process group outlives the call. The shell is reaped only after the
+  // group is killed and untracked: until then its zombie holds the group's
+  // id, so neither kill can reach a process that reused it.
+  while (!timed_out && !cancelled) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid) {
+      break;  // exited, not yet reaped
+    }
     if (ms_left() <= 0) {
       timed_out = true;
       break;
@@ -214,9 +219,8 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   }
   kill(-pid, SIGKILL);
   UntrackChildGroup(pid);
-  if (done != pid) {
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (cancelled) return CancelledReward();
   if (output.size() > kMaxOutput) {  // (its pipe then closed under it: SIGPIPE)

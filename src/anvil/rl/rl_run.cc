@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "anvil/comm/world.h"
+#include "anvil/core/child_groups.h"
 #include "anvil/core/clock.h"
 #include "anvil/core/file_util.h"
 #include "anvil/infer/rollout.h"
@@ -36,6 +37,9 @@ struct RlRunConfig {
   std::string reward_command;
   double reward_timeout_s = 10;
   int64_t reward_at_once = 8;
+  static constexpr int64_t kMaxRewardAtOnce = 256;
+  // (each running command's group is tracked, so a second Ctrl-C kills it)
+  static_assert(kMaxChildGroups >= kMaxRewardAtOnce);
   // The starting policy (rl.init) as a frozen reference: its k3 KL is
   // reported every step (rl.reference = true) and penalized with
   // rl.kl_coef > 0, which needs it.
@@ -94,10 +98,10 @@ struct RlRunConfig {
           "rl.reward_timeout_s = {}: expected a time limit in (0, 3600] seconds a sample",
           c.reward_timeout_s));
     }
-    if (c.reward_at_once < 1 || c.reward_at_once > 256) {
+    if (c.reward_at_once < 1 || c.reward_at_once > kMaxRewardAtOnce) {
       return InvalidArgument(
-          fmt::format("rl.reward_at_once = {}: expected 1..256 reward commands running at once",
-                      c.reward_at_once));
+          fmt::format("rl.reward_at_once = {}: expected 1..{} reward commands running at once",
+                      c.reward_at_once, kMaxRewardAtOnce));
     }
     PolicyLossConfig& loss = c.step.loss;
     ASSIGN_OR_RETURN(loss.clip_low, config.GetDouble("rl.clip_low", loss.clip_low));

@@ -160,7 +160,8 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   }
   // fp8-delayed from a checkpoint without amax histories (or fresh): they
   // start from the first step's prompts, so anything decoding before the
-  // first update (an evaluation after an early stop) runs on fixed scales.
+  // first update (the end's evaluation of a run stopped by sft.max_minutes
+  // before its first step) runs on fixed scales.
   {
     std::vector<std::vector<int32_t>> first;
     for (int64_t r = 0; r < batch_size && model.fp8_delayed() != nullptr; ++r) {

@@ -5,7 +5,8 @@
 // positions have no target), averaged over those tokens. The model is new
 // (model.* and sft.tokenizer, "bytes" by default: one token per character,
 // data/bpe_train.h) or a checkpoint's (sft.init). Held-out accuracy
-// (task_eval.h) every sft.eval_every steps and at the end. With
+// (task_eval.h) every sft.eval_every steps and at the end (a run stopped by
+// Ctrl-C skips the end's; one stopped by sft.max_minutes does not). With
 // sft.stop_at_accuracy > 0 the run ends at the first evaluation that reaches
 // it: a deliberately partial policy, as an RL run that should have something
 // left to learn starts from (small models learn carries in a sudden jump, so
