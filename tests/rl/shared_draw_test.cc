@@ -2,7 +2,9 @@
 // mpirun): every rank gets the samples one process draws; a draw cut by a
 // stop request on one rank alone ends the call as cancelled on every rank
 // (none waits for the others' samples), and the next draw is unchanged; a
-// rank's failure outranks another's stop. Exit 0 when every rank passed.
+// rank's failure outranks another's stop. A held-out evaluation over the
+// ranks gives one process's figures, and a cut on one rank cancels it on
+// all. Exit 0 when every rank passed.
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "anvil/data/bpe_train.h"
 #include "anvil/rl/policy.h"
 #include "anvil/rl/policy_step.h"
+#include "anvil/rl/task_eval.h"
 #include "anvil/rl/trainer_ranks.h"
 #include "mpi_testing.h"
 
@@ -72,6 +75,18 @@ void Check(comm::Group& world) {
          "a draw cut on the last rank: " + cut.status().ToString());
   auto again = GenerateShared(engine, *policy->ctx, prompts, 3, ranks);
   Expect(again.ok() && SameSamples(*again, *alone), "the draw after a cut one differs");
+
+  // A held-out evaluation over the ranks gives one process's figures; cut
+  // on the last rank alone, it ends as cancelled on every rank.
+  const TaskConfig task{.digits = 1};
+  auto eval_alone = EvaluateHeldOut(*policy, task, 6, 4, 4);
+  auto eval_shared = EvaluateHeldOut(*policy, task, 6, 4, 4, &world);
+  Expect(eval_alone.ok() && eval_shared.ok() && eval_alone->accuracy == eval_shared->accuracy &&
+             eval_alone->mean_tokens == eval_shared->mean_tokens,
+         "the shared evaluation is not one process's");
+  auto eval_cut = EvaluateHeldOut(*policy, task, 6, 4, 4, &world, [last] { return last; });
+  Expect(!eval_cut.ok() && eval_cut.status().code() == StatusCode::kCancelled,
+         "an evaluation cut on the last rank: " + eval_cut.status().ToString());
 
   // The last rank's share holds an empty prompt (its draw fails) while rank
   // 0 is asked to stop: the failure is what every rank reports.

@@ -42,6 +42,11 @@ Result<SavedState> ReadState(const std::string& dir) {
   return s;
 }
 
+// (kCancelled, a stop request, is no failure: the run stops after it)
+Status EvaluatedOrCut(const Result<TaskEval>& evaluated) {
+  return evaluated.status().code() == StatusCode::kCancelled ? Status::Ok() : evaluated.status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PostRun>> PostRun::Create(Config config, const std::string& kind,
@@ -242,6 +247,8 @@ Status PostRun::Start() {
 }
 
 bool PostRun::Done(const PostRunHooks& hooks) {
+  // (a stop every rank agreed on inside a step or an evaluation)
+  if (early_stop_ == EarlyStop::kStopRequested) return true;
   enum Reason : int { kGoOn, kAllSteps, kStopRequested, kMaxMinutes };
   int reason = kGoOn;
   if (step_ >= run_.steps) {
@@ -278,8 +285,20 @@ void PostRun::StopInStep(const PostRunHooks& hooks, const std::string& what) {
 }
 
 Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
-  ASSIGN_OR_RETURN(TaskEval e, EvaluateHeldOut(*policy_, run_.task, run_.eval_problems,
-                                               run_.eval_batch, run_.max_new, options_.trainers));
+  Result<TaskEval> evaluated =
+      EvaluateHeldOut(*policy_, run_.task, run_.eval_problems, run_.eval_batch, run_.max_new,
+                      options_.trainers, hooks.stop_requested);
+  if (evaluated.status().code() == StatusCode::kCancelled) {
+    early_stop_ = EarlyStop::kStopRequested;
+    if (hooks.on_message) {
+      hooks.on_message(fmt::format(
+          "stop requested during the held-out evaluation at step {}: it is dropped (a resumed "
+          "run evaluates again)",
+          step_));
+    }
+    return evaluated;
+  }
+  ASSIGN_OR_RETURN(TaskEval e, std::move(evaluated));
   last_eval_ = e;
   last_eval_step_ = step_;
   if (!writer()) return e;
@@ -295,10 +314,20 @@ Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
   return e;
 }
 
+Status PostRun::MakeUpEvaluation(const PostRunHooks& hooks) {
+  if (step_ > 0 && step_ < run_.steps && run_.eval_every > 0 && step_ % run_.eval_every == 0 &&
+      last_eval_step_ != step_) {
+    return EvaluatedOrCut(Evaluate(hooks));
+  }
+  return Status::Ok();
+}
+
 Status PostRun::AfterStep(const PostRunHooks& hooks) {
   if (step_ >= run_.steps) return Status::Ok();
   if (run_.eval_every > 0 && step_ % run_.eval_every == 0) {
-    RETURN_IF_ERROR(Evaluate(hooks).status());
+    const Result<TaskEval> evaluated = Evaluate(hooks);
+    if (evaluated.status().code() == StatusCode::kCancelled) return Status::Ok();
+    RETURN_IF_ERROR(evaluated.status());
   }
   if (run_.checkpoint_every > 0 && step_ % run_.checkpoint_every == 0) {
     RETURN_IF_ERROR(Save().status());
@@ -310,8 +339,9 @@ Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
   // A run asked to stop ends without the held-out pass (as `anvil train`
   // does): the person who asked waits for the checkpoint alone.
-  if (last_eval_step_ != step_ && early_stop_ != EarlyStop::kStopRequested)
-    RETURN_IF_ERROR(Evaluate(hooks).status());
+  if (last_eval_step_ != step_ && early_stop_ != EarlyStop::kStopRequested) {
+    RETURN_IF_ERROR(EvaluatedOrCut(Evaluate(hooks)));
+  }
   const bool evaluated_now = last_eval_ && last_eval_step_ == step_;
   if (last_saved_step_ != step_) {
     RETURN_IF_ERROR(Save(extra_state && evaluated_now ? extra_state(*last_eval_) : "").status());

@@ -109,11 +109,17 @@ class PostRun {
   void StopInStep(const PostRunHooks& hooks, const std::string& what);
   // Held-out accuracy now, every trainer rank decoding its share of the
   // problems (all of them call it); the writer records it in metrics.jsonl
-  // and passes it to on_eval.
+  // and passes it to on_eval. A stop request cuts it on every rank
+  // (kCancelled, said through on_message): nothing is recorded, and the run
+  // stops (Done) as after StopInStep.
   Result<TaskEval> Evaluate(const PostRunHooks& hooks);
+  // A resumed run whose evaluation at this step a stop cut makes it up
+  // (then metrics.jsonl holds what an uninterrupted run's does).
+  Status MakeUpEvaluation(const PostRunHooks& hooks);
   // After a step: the evaluation and the checkpoint <kind>.eval_every and
   // <kind>.checkpoint_every ask for (none at the last step: Finish does
-  // them), on every trainer rank.
+  // them), on every trainer rank. (A cut evaluation leaves the checkpoint
+  // to Finish.)
   Status AfterStep(const PostRunHooks& hooks);
   // The latest evaluation and the step it was made at (-1: none yet).
   const std::optional<TaskEval>& last_eval() const { return last_eval_; }

@@ -102,6 +102,21 @@ std::string State(const std::string& run_dir, int64_t step) {
   return *weights + *optimizer;
 }
 
+// metrics.jsonl without its timings and memory figures.
+std::vector<nlohmann::json> UntimedMetrics(const std::string& run_dir) {
+  std::vector<nlohmann::json> lines = MetricsLines(run_dir);
+  for (nlohmann::json& line : lines) {
+    for (auto it = line.begin(); it != line.end();) {
+      const std::string& key = it.key();
+      const bool timing = key.find("seconds") != std::string::npos ||
+                          key.find("per_s") != std::string::npos ||
+                          key.find("wait") != std::string::npos || key == "mem_high_water";
+      it = timing ? line.erase(it) : std::next(it);
+    }
+  }
+  return lines;
+}
+
 // A stop request once `steps` steps are done in this session.
 std::function<bool()> StopAfter(const int64_t& done, int64_t steps) {
   return [&done, steps] { return done >= steps; };
@@ -253,6 +268,69 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   // No starting policy, or a run folder of the other kind: refused.
   EXPECT_FALSE(RunRl(RlConfig(""), {.run_dir = dir / "none"}, {}).ok());
   EXPECT_FALSE(RunRl(RlConfig(sft), {.run_dir = sft, .resume = true}, {}).ok());
+}
+
+// A stop request during a held-out evaluation cuts it on its next decode
+// step: the run ends at that step's checkpoint without it, and the resumed
+// run evaluates there first, so it ends where an uninterrupted run does
+// with the same metrics. Also for the evaluation at the start, and for SFT.
+TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
+  data::testing::TempDir dir;
+  const std::string sft = dir / "sft";
+  Config sft_config = SftConfig();
+  ASSERT_TRUE(sft_config.Set("sft.eval_every=5").ok() &&
+              sft_config.Set("sft.eval_problems=8").ok());
+  ASSERT_TRUE(RunSft(sft_config, {.run_dir = sft}, {}).ok());
+  int64_t sft_done = 0;
+  SftHooks sft_stop{.run = {.stop_requested = StopAfter(sft_done, 10)},
+                    .on_step = [&](const train::StepMetrics&) { ++sft_done; }};
+  const std::string sft_cut = dir / "sft_cut";
+  std::vector<std::string> messages;
+  sft_stop.run.on_message = [&](const std::string& m) { messages.push_back(m); };
+  auto sft_stopped = RunSft(sft_config, {.run_dir = sft_cut}, sft_stop);
+  ASSERT_TRUE(sft_stopped.ok()) << sft_stopped.status().ToString();
+  EXPECT_EQ(sft_stopped->steps_done, 10);  // (the first poll after step 9 is step 10's evaluation)
+  EXPECT_EQ(sft_stopped->last_eval_step, 5);
+  EXPECT_NE(std::find(messages.begin(), messages.end(),
+                      "stop requested during the held-out evaluation at step 10: it is dropped "
+                      "(a resumed run evaluates again)"),
+            messages.end());
+  EXPECT_EQ(*ReadFile(sft_cut + "/latest"), "step_10\n");
+  ASSERT_TRUE(
+      RunSft(*Config::FromFile(sft_cut + "/config.toml"), {.run_dir = sft_cut, .resume = true}, {})
+          .ok());
+  EXPECT_EQ(State(sft_cut, 30), State(sft, 30));
+  EXPECT_EQ(UntimedMetrics(sft_cut), UntimedMetrics(sft));
+
+  Config rl_config = RlConfig(sft);
+  ASSERT_TRUE(rl_config.Set("rl.eval_every=2").ok());
+  const std::string through = dir / "through", cut = dir / "cut", at_start = dir / "at_start";
+  ASSERT_TRUE(RunRl(rl_config, {.run_dir = through}, {}).ok());
+  // After 2 steps the first poll is step 2's evaluation.
+  int64_t done = 0;
+  RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},
+               .on_step = [&](const RlStepMetrics&) { ++done; }};
+  auto stopped = RunRl(rl_config, {.run_dir = cut}, stop);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  EXPECT_EQ(stopped->steps_done, 2);
+  EXPECT_TRUE(stopped->stopped_early);
+  EXPECT_EQ(stopped->last_eval_step, 0);
+  ASSERT_TRUE(
+      RunRl(*Config::FromFile(cut + "/config.toml"), {.run_dir = cut, .resume = true}, {}).ok());
+  EXPECT_EQ(State(cut, 6), State(through, 6));
+  EXPECT_EQ(UntimedMetrics(cut), UntimedMetrics(through));
+  // Cut at the start: no step, and the resume measures the start again.
+  RlHooks stop_at_once{.run = {.stop_requested = [] { return true; }}};
+  auto none = RunRl(rl_config, {.run_dir = at_start}, stop_at_once);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->steps_done, 0);
+  EXPECT_FALSE(none->first_eval.has_value());
+  EXPECT_TRUE(MetricsLines(at_start).empty());
+  ASSERT_TRUE(
+      RunRl(*Config::FromFile(at_start + "/config.toml"), {.run_dir = at_start, .resume = true}, {})
+          .ok());
+  EXPECT_EQ(State(at_start, 6), State(through, 6));
+  EXPECT_EQ(UntimedMetrics(at_start), UntimedMetrics(through));
 }
 
 TEST(PostRunTest, PpoTrainsItsValueHeadAndResumesBitwise) {

@@ -612,14 +612,21 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   }
   // The held-out accuracy at the start: a resumed run's as its checkpoints
   // recorded it (one stopped in its first step resumes at step 0), or
-  // measured now.
+  // measured now (a stop request may cut it: the run then stops, and its
+  // resume measures it again).
   std::optional<TaskEval> first_eval;
   if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
     first_eval.emplace();
     first_eval->accuracy = *a;
   } else if (run->step() == 0) {
-    ASSIGN_OR_RETURN(first_eval, run->Evaluate(hooks.run));
+    Result<TaskEval> e = run->Evaluate(hooks.run);
+    if (e.ok()) {
+      first_eval = *e;
+    } else if (e.status().code() != StatusCode::kCancelled) {
+      return e.status();
+    }
   }
+  RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));
   std::string extra_state;
   if (!init_weights.empty()) extra_state = fmt::format("\"init_weights\": \"{}\"", init_weights);
   if (first_eval) {

@@ -177,6 +177,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   step_hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
   if (hooks.on_start) hooks.on_start(rc, run->first_step());
   run->SetTrainerSlots(ranks, slots.grad_accum(), "step", hooks.run);
+  RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));
 
   SftBatch batch;
   int64_t tokens_seen = run->step() * batch_size * t_len;

@@ -11,11 +11,13 @@
 #include "anvil/core/clock.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/rl/reward.h"
+#include "anvil/rl/shared_outcome.h"
 
 namespace anvil::rl {
 
 Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t problems,
-                                 int64_t max_batch, int64_t max_new, comm::Group* ranks) {
+                                 int64_t max_batch, int64_t max_new, comm::Group* ranks,
+                                 const std::function<bool()>& cancel) {
   if (problems < 1) return InvalidArgument("held-out evaluation needs at least one problem");
   Stopwatch watch;
   // This rank's share [first, last) of the problems.
@@ -40,7 +42,8 @@ Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t
          .samples = 1,
          .eos = policy.eos(),
          .sampling = {.greedy = true}});
-    Result<std::vector<infer::RolloutSample>> answers = engine.Generate(*policy.ctx, prompts);
+    Result<std::vector<infer::RolloutSample>> answers =
+        engine.Generate(*policy.ctx, prompts, nullptr, 0, cancel);
     if (answers.ok()) {
       for (const infer::RolloutSample& s : *answers) {
         const std::string text = policy.Text(s.tokens);
@@ -55,14 +58,10 @@ Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t
     }
   }
   if (ranks != nullptr && ranks->size() > 1) {
-    // One rank's failure ends the evaluation on every rank (none waits for its counts).
-    const int failed =
-        ranks->AllReduceValue<int>(decoded.ok() ? 0 : 1 + ranks->rank(), comm::ReduceOp::kMax);
-    if (!decoded.ok()) return decoded;
-    if (failed != 0) {
-      return Aborted(
-          fmt::format("trainer rank {} failed its share of the held-out evaluation", failed - 1));
-    }
+    // One rank's failure (or cut) ends the evaluation on every rank (none
+    // waits for its counts).
+    RETURN_IF_ERROR(AgreeOnOutcome(*ranks, decoded, "its share of the held-out evaluation",
+                                   "the held-out evaluation"));
     ranks->AllReduce(std::span<int64_t>(counts));
   }
   RETURN_IF_ERROR(decoded);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "anvil/comm/group.h"
@@ -28,8 +29,11 @@ struct TaskEval {
 // weights, all calling this), each rank decodes one contiguous share of the
 // problems and every rank gets the whole figures: the same as one process
 // (the counts are exact; each answer is batch invariant). `example` is then
-// the first rank's alone; `seconds` each rank's, waits included.
+// the first rank's alone; `seconds` each rank's, waits included. `cancel`
+// (may be empty) is polled before each decode step: once true on any rank,
+// every rank returns kCancelled.
 Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t problems,
-                                 int64_t max_batch, int64_t max_new, comm::Group* ranks = nullptr);
+                                 int64_t max_batch, int64_t max_new, comm::Group* ranks = nullptr,
+                                 const std::function<bool()>& cancel = {});
 
 }  // namespace anvil::rl

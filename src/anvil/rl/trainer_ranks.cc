@@ -11,6 +11,7 @@
 #include "anvil/core/check.h"
 #include "anvil/profile/trace.h"
 #include "anvil/rl/rollout_wire.h"
+#include "anvil/rl/shared_outcome.h"
 
 namespace anvil::rl {
 namespace {
@@ -158,19 +159,9 @@ Result<Rollouts> GenerateShared(infer::RolloutEngine& engine, const kernels::Ker
     }
   }
   // One rank's failed (or cut) draw ends the step on every rank (none waits
-  // for its samples): 0 drawn, 1 cut, 2 + r failed on rank r (the highest
-  // wins, so a failure outranks a stop).
+  // for its samples).
+  RETURN_IF_ERROR(AgreeOnOutcome(ranks.group(), drawn, "to draw its rollouts", "the rollouts"));
   comm::Group& group = ranks.group();
-  const bool cut = drawn.code() == StatusCode::kCancelled;
-  const int worst = group.AllReduceValue<int>(drawn.ok() ? 0
-                                              : cut      ? 1
-                                                         : 2 + ranks.rank(),
-                                              comm::ReduceOp::kMax);
-  if (!drawn.ok() && (!cut || worst == 1)) return drawn;
-  if (worst == 1) return Cancelled("rollouts cancelled on another trainer rank");
-  if (worst != 0) {
-    return Aborted(fmt::format("trainer rank {} failed to draw its rollouts", worst - 2));
-  }
   const SamplesWire wire = EncodeSamples(mine);
   SamplesWire all;
   GatherVectors(group, std::span<const int64_t>(wire.meta), all.meta);
