@@ -304,21 +304,29 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
 
   Config rl_config = RlConfig(sft);
   ASSERT_TRUE(rl_config.Set("rl.eval_every=2").ok());
-  const std::string through = dir / "through", cut = dir / "cut", at_start = dir / "at_start";
+  const std::string through = dir / "through", at_start = dir / "at_start";
   ASSERT_TRUE(RunRl(rl_config, {.run_dir = through}, {}).ok());
-  // After 2 steps the first poll is step 2's evaluation.
-  int64_t done = 0;
-  RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},
-               .on_step = [&](const RlStepMetrics&) { ++done; }};
-  auto stopped = RunRl(rl_config, {.run_dir = cut}, stop);
-  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
-  EXPECT_EQ(stopped->steps_done, 2);
-  EXPECT_TRUE(stopped->stopped_early);
-  EXPECT_EQ(stopped->last_eval_step, 0);
-  ASSERT_TRUE(
-      RunRl(*Config::FromFile(cut + "/config.toml"), {.run_dir = cut, .resume = true}, {}).ok());
-  EXPECT_EQ(State(cut, 6), State(through, 6));
-  EXPECT_EQ(UntimedMetrics(cut), UntimedMetrics(through));
+  for (const int staleness : {0, 1}) {
+    SCOPED_TRACE(staleness);
+    Config c = rl_config;
+    ASSERT_TRUE(c.Set("rl.max_staleness=" + std::to_string(staleness)).ok());
+    const std::string ref = staleness == 0 ? through : dir / "through_async",
+                      cut = dir / ("cut" + std::to_string(staleness));
+    if (staleness == 1) ASSERT_TRUE(RunRl(c, {.run_dir = ref}, {}).ok());
+    // After 2 steps the first poll is step 2's evaluation.
+    int64_t done = 0;
+    RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},
+                 .on_step = [&](const RlStepMetrics&) { ++done; }};
+    auto stopped = RunRl(c, {.run_dir = cut}, stop);
+    ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+    EXPECT_EQ(stopped->steps_done, 2);
+    EXPECT_TRUE(stopped->stopped_early);
+    EXPECT_EQ(stopped->last_eval_step, 0);
+    ASSERT_TRUE(
+        RunRl(*Config::FromFile(cut + "/config.toml"), {.run_dir = cut, .resume = true}, {}).ok());
+    EXPECT_EQ(State(cut, 6), State(ref, 6));
+    EXPECT_EQ(UntimedMetrics(cut), UntimedMetrics(ref));
+  }
   // Cut at the start: no step, and the resume measures the start again.
   RlHooks stop_at_once{.run = {.stop_requested = [] { return true; }}};
   auto none = RunRl(rl_config, {.run_dir = at_start}, stop_at_once);
