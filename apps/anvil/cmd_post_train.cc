@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "anvil/agreed_failure.h"
 #include "anvil/comm/world.h"
 #include "anvil/commands.h"
 #include "anvil/core/config.h"
@@ -98,14 +99,31 @@ int Fail(const char* kind, const Status& s) {
   return 1;
 }
 
+// Under mpirun, whether the arguments and config (the same on every rank)
+// hold, agreed over `ranks` (every rank of the job): a failure is said once
+// and sets `agreed` (the job ends cleanly, no rank waits).
+bool ConfigFailsOnEveryRank(comm::Group& ranks, const Status& read, const char* kind,
+                            bool* agreed) {
+  const Status all = AgreeOnSetup(ranks, read, "reading the config");
+  if (all.ok()) return false;
+  SayAgreedFailure(ranks, all, fmt::format("anvil {}", kind));
+  *agreed = true;
+  return true;
+}
+
 // `trainers`: the ranks of an mpirun job, all training (null: this process
-// alone); rank 0 prints.
-int RunSftCommand(const PostOptions& o, comm::Group* trainers) {
+// alone); rank 0 prints. `agreed`: a failure every rank returned with.
+int RunSftCommand(const PostOptions& o, comm::Group* trainers, bool* agreed) {
   rl::PostRunOptions run;
   run.trainers = trainers;
   const bool prints = trainers == nullptr || trainers->rank() == 0;
   auto config = LoadRun(o, "sft", run, prints);
+  if (trainers != nullptr && ConfigFailsOnEveryRank(*trainers, config.status(), "sft", agreed)) {
+    return 1;
+  }
   if (!config.ok()) return Fail("sft", config.status());
+  bool failed_in_setup = false;
+  run.failed_in_setup = &failed_in_setup;
   train::InstallStopHandler();
   std::unique_ptr<train::Progress> progress;
   auto summary = rl::RunSft(
@@ -130,6 +148,11 @@ int RunSftCommand(const PostOptions& o, comm::Group* trainers) {
                                  },
                              .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
   if (progress) progress->Finish();
+  if (!summary.ok() && failed_in_setup && trainers != nullptr) {
+    SayAgreedFailure(*trainers, summary.status(), "anvil sft");
+    *agreed = true;  // (every rank trains)
+    return 1;
+  }
   if (!summary.ok()) return Fail("sft", summary.status());
   if (prints) PrintSummary("sft", *summary, run.run_dir);
   return 0;
@@ -141,8 +164,9 @@ int RunSftInWorld(const PostOptions& o) {
   auto world = comm::InitWorld();
   if (!world.ok()) return Fail("sft", world.status());
   comm::Group& w = **world;
-  const int rc = RunSftCommand(o, w.size() > 1 ? &w : nullptr);
-  if (rc != 0 && w.size() > 1) {
+  bool agreed = false;
+  const int rc = RunSftCommand(o, w.size() > 1 ? &w : nullptr, &agreed);
+  if (rc != 0 && w.size() > 1 && !agreed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // for mpirun to forward it
     comm::AbortWorld(rc);
   }
@@ -151,7 +175,7 @@ int RunSftInWorld(const PostOptions& o) {
   return rc;
 }
 
-int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers);
+int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers, bool* agreed);
 
 // The rank that draws the rollouts under this run's config (rl::RolloutRankOf;
 // -1: every rank trains), read as every rank reads it.
@@ -176,17 +200,18 @@ int RunRlInWorld(const PostOptions& o) {
   if (!world.ok()) return Fail("rl", world.status());
   comm::Group& w = **world;
   int rc = 0;
+  bool agreed = false;
   const Result<int> rollout_rank = w.size() > 1 ? RolloutRankOf(o, w.size()) : Result<int>(-1);
-  if (!rollout_rank.ok()) {
-    rc = w.rank() == 0 ? Fail("rl", rollout_rank.status()) : 1;
+  if (w.size() > 1 && ConfigFailsOnEveryRank(w, rollout_rank.status(), "rl", &agreed)) {
+    rc = 1;
   } else if (w.size() == 1) {
-    rc = RunRlCommand(o, w, nullptr);
+    rc = RunRlCommand(o, w, nullptr, &agreed);
   } else {
     const bool trains = w.rank() != *rollout_rank;
     const std::unique_ptr<comm::Group> trainers =
         w.Split(trains ? 0 : 1, w.rank(), trains ? "trainers" : "rollouts");
     if (trains) {
-      rc = RunRlCommand(o, w, trainers.get());
+      rc = RunRlCommand(o, w, trainers.get(), &agreed);
     } else {
       // Ctrl-C: the trainer stops the run at a step's end, then this rank; the
       // handler keeps a forwarded SIGINT or SIGTERM from ending it first.
@@ -196,7 +221,7 @@ int RunRlInWorld(const PostOptions& o) {
       }
     }
   }
-  if (rc != 0 && w.size() > 1) {
+  if (rc != 0 && w.size() > 1 && !agreed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // for mpirun to forward it
     comm::AbortWorld(rc);
   }
@@ -205,12 +230,20 @@ int RunRlInWorld(const PostOptions& o) {
   return rc;
 }
 
-int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers) {
+int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers, bool* agreed) {
   rl::PostRunOptions run;
   run.trainers = trainers;
   const bool prints = trainers == nullptr || trainers->rank() == 0;
   auto config = LoadRun(o, "rl", run, prints);
+  // (agreed only where every rank trains: a rollout rank waits for the
+  // trainers in rl::ServeRollouts)
+  if (trainers != nullptr && trainers->size() == world.size() &&
+      ConfigFailsOnEveryRank(*trainers, config.status(), "rl", agreed)) {
+    return 1;
+  }
   if (!config.ok()) return Fail("rl", config.status());
+  bool failed_in_setup = false;
+  run.failed_in_setup = &failed_in_setup;
   train::InstallStopHandler();
   int64_t log_every = 10, total_steps = 0;
   auto summary = rl::RunRl(
@@ -273,6 +306,12 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
                       std::fflush(stdout);
                     }},
       &world);
+  if (!summary.ok() && failed_in_setup && trainers != nullptr) {
+    SayAgreedFailure(*trainers, summary.status(), "anvil rl");
+    // (a rollout rank waits for the trainers: the job must be ended)
+    *agreed = trainers->size() == world.size();
+    return 1;
+  }
   if (!summary.ok()) return Fail("rl", summary.status());
   if (prints) PrintSummary("rl", *summary, run.run_dir);
   return 0;

@@ -6,15 +6,16 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "anvil/agreed_failure.h"
 #include "anvil/comm/world.h"
 #include "anvil/commands.h"
-#include "anvil/parallel/config.h"
 #include "anvil/core/config.h"
 #include "anvil/core/cpu_features.h"
+#include "anvil/parallel/config.h"
 #include "anvil/profile/machine.h"
 #include "anvil/train/progress.h"
 #include "anvil/train/trainer.h"
@@ -39,18 +40,23 @@ int Fail(const Status& s) {
   return 1;
 }
 
-int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* failure);
+// `agreed`: the failure is one every rank returned with (the setup's).
+int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* failure,
+             bool* agreed);
 
 // Under mpirun every rank runs this command; rank 0 alone prints progress.
-// A failed rank ends the whole job (another may be waiting in a collective
-// for it); a rank that failed only because another did waits a moment first,
-// so the rank with the cause prints it before the job goes down.
+// A setup error is said once where every rank has it, and the job ends
+// cleanly. A rank that fails later ends the whole job (another may be waiting
+// in a collective for it); a rank that failed only because another did
+// waits a moment first, so the rank with the cause prints it before the job
+// goes down.
 int RunTrainInWorld(const TrainOptions& o) {
   auto world = comm::InitWorld();
   if (!world.ok()) return Fail(world.status());
   Status failure = Status::Ok();
-  const int rc = RunTrain(o, *world, &failure);
-  if (rc != 0 && (*world)->size() > 1) {
+  bool agreed = false;
+  const int rc = RunTrain(o, *world, &failure, &agreed);
+  if (rc != 0 && (*world)->size() > 1 && !agreed) {
     // A moment for mpirun to forward what this rank printed, longer for a
     // rank that only saw another's failure.
     std::this_thread::sleep_for(failure.code() == StatusCode::kAborted
@@ -63,7 +69,29 @@ int RunTrainInWorld(const TrainOptions& o) {
   return rc;
 }
 
-int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* failure) {
+// The run folder and the config of `o` (its --set applied): the same on
+// every rank, no collective.
+Result<Config> ReadTrainConfig(const TrainOptions& o, std::string* run_dir) {
+  const bool resume = !o.resume.empty();
+  if (resume == !o.config.empty()) {
+    return InvalidArgument("give either --config FILE (a new run) or --resume RUN_DIR");
+  }
+  *run_dir = o.out;
+  if (resume) {
+    if (!run_dir->empty() && std::filesystem::path(*run_dir) != std::filesystem::path(o.resume)) {
+      return InvalidArgument("--out and --resume name different folders");
+    }
+    *run_dir = o.resume;
+  } else if (run_dir->empty()) {
+    *run_dir = "runs/" + std::filesystem::path(o.config).stem().string();
+  }
+  ASSIGN_OR_RETURN(Config config, Config::FromFile(resume ? *run_dir + "/config.toml" : o.config));
+  for (const std::string& s : o.sets) RETURN_IF_ERROR(config.Set(s));
+  return config;
+}
+
+int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* failure,
+             bool* agreed) {
   const bool root = world->rank() == 0;
   auto Fail = [&](const Status& s) {
     *failure = s;
@@ -73,25 +101,23 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
     }
     return cli::Fail(s);
   };
+  // Up to a trainer, every failure is every rank's (agreed on before the
+  // trainer's setup collectives, which agree on theirs).
+  auto FailAgreed = [&](const Status& s) {
+    *failure = s;
+    *agreed = true;
+    if (world->size() == 1) return cli::Fail(s);
+    SayAgreedFailure(*world, s, "anvil train");
+    return 1;
+  };
   const bool resume = !o.resume.empty();
-  if (resume == !o.config.empty()) {
-    return Fail(InvalidArgument("give either --config FILE (a new run) or --resume RUN_DIR"));
+  std::string run_dir;
+  Result<Config> config = ReadTrainConfig(o, &run_dir);
+  if (world->size() > 1) {
+    const Status read = AgreeOnSetup(*world, config.status(), "reading the config");
+    if (!read.ok()) return FailAgreed(read);
   }
-  std::string run_dir = o.out;
-  if (resume) {
-    if (!run_dir.empty() && std::filesystem::path(run_dir) != std::filesystem::path(o.resume)) {
-      return Fail(InvalidArgument("--out and --resume name different folders"));
-    }
-    run_dir = o.resume;
-  } else if (run_dir.empty()) {
-    run_dir = "runs/" + std::filesystem::path(o.config).stem().string();
-  }
-  const std::string config_path = resume ? run_dir + "/config.toml" : o.config;
-  auto config = Config::FromFile(config_path);
-  if (!config.ok()) return Fail(config.status());
-  for (const std::string& s : o.sets) {
-    if (Status st = config->Set(s); !st.ok()) return Fail(st);
-  }
+  if (!config.ok()) return FailAgreed(config.status());
   // The watchdog's limit from the start: setup and resume run collectives too.
   {
     Config probe = *config;  // (reading marks keys used; the trainer reads them again)
@@ -113,7 +139,7 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
                                                           .probe = o.probe,
                                                           .probe_fault = o.probe_fault,
                                                           .world = world});
-  if (!trainer.ok()) return Fail(trainer.status());
+  if (!trainer.ok()) return FailAgreed(trainer.status());
   train::Trainer& t = **trainer;
   comm::SetWatchdogTimeout(t.parallel_config().timeout_s);
   if (!root) {  // the same loop, silent

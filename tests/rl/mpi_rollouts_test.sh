@@ -9,7 +9,8 @@
 # process with as many micro-batches (below). A rank on other kernels than trainer rank
 # 0's is refused, and a rank that keeps the other waiting past
 # comm.timeout_s is named by the watchdog. A stop asked of one trainer rank
-# while reward commands run drops the step on all (below).
+# while reward commands run drops the step on all (below). Errors every rank
+# has are said once.
 # Usage: mpi_rollouts_test.sh REPO ANVIL
 set -uo pipefail
 repo=$1 anvil=$2
@@ -248,6 +249,26 @@ mpi 2 rl --resume "$work/cmd-stop" > "$work/cmd-stop-resumed.log" 2>&1 \
   || { cat "$work/cmd-stop-resumed.log"; fail "resume after one rank's stop"; }
 same "$work/cmd-2" "$work/cmd-stop"
 
+# Errors every rank has (a key nothing reads, a missing starting policy, a
+# config that does not parse) are said once, and the job ends without
+# MPI_Abort where no rank is left waiting.
+said_once() {  # said_once LOG TEXT
+  [ "$(grep -c -- "$2" "$1")" = 1 ] || { cat "$1"; fail "not said exactly once: $2"; }
+  if grep -q "MPI_ABORT\|\[rank " "$1"; then cat "$1"; fail "a refusal aborted the job: $2"; fi
+}
+refused() {  # refused NAME TEXT ARGS...: `mpi 2 ARGS` fails, saying TEXT once
+  local name=$1 text=$2
+  shift 2
+  if mpi 2 "$@" > "$work/$name.log" 2>&1; then fail "$name: not refused"; fi
+  said_once "$work/$name.log" "$text"
+}
+refused sft-key "unknown key 'sft.stepz'" sft --config "$repo/configs/sft-addition.toml" \
+  --out "$work/sft-key" "${micro[@]}" --set sft.stepz=1
+refused rl-key "unknown key 'rl.stepz'" rl "${rl[@]}" --set rl.max_staleness=0 \
+  --out "$work/rl-key" --set rl.stepz=1
+refused rl-init "no-such-policy" rl "${rl[@]}" --set rl.max_staleness=0 --out "$work/rl-init" \
+  --set rl.init='"'"$work/no-such-policy"'"'
+refused rl-set "rl.steps" rl "${rl[@]}" --out "$work/rl-set" --set rl.steps
 # A rollout rank on other kernels than the trainer's (here the scalar tier)
 # would give other log-probabilities, a trainer rank on others other
 # gradients: refused at setup.

@@ -19,7 +19,8 @@
 #     one process configured with it; refitted, every step recorded and the
 #     last checkpoint at the step config.toml names; plain log lines under
 #     mpirun.
-#  4. A layout the job cannot have is refused with a clear message.
+#  4. A layout the job cannot have is refused with a clear message, said
+#     once (not by every rank) and without aborting the job.
 # Usage: dp_test.sh REPO ANVIL
 set -uo pipefail
 repo=$1 anvil=$2
@@ -198,18 +199,31 @@ assert steps < 100000 and done == list(range(1, steps + 1)), (steps, done[-3:])
 assert open(f"{run}/latest").read().strip() == f"step_{steps}", open(f"{run}/latest").read()
 PY
 
-# 3. Refusals.
+# 3. Refusals: said once (every rank has the same error), and the job ends
+# without MPI_Abort (no rank is left waiting).
+said_once() {  # said_once LOG TEXT
+  [ "$(grep -c -- "$2" "$1")" = 1 ] || { cat "$1"; fail "not said exactly once: $2"; }
+  if grep -q "MPI_ABORT\|\[rank " "$1"; then cat "$1"; fail "a refusal aborted the job: $2"; fi
+}
 if mpi 2 train --config "$cfg" --out "$work/bad" --set parallel.dp=4 > "$work/bad.log" 2>&1; then
   fail "parallel.dp = 4 on 2 ranks must be refused"
 fi
-grep -q "parallel.dp = 4 but the job has 2 ranks" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear dp message"; }
+said_once "$work/bad.log" "parallel.dp = 4 but the job has 2 ranks"
 if mpi 2 train --resume "$work/stage3" --set train.grad_accum=1 > "$work/bad2.log" 2>&1; then
   fail "a resume that changes the global batch must be refused"
 fi
-grep -q "a resume may change the layout, not the global batch" "$work/bad2.log" || { cat "$work/bad2.log"; fail "no global-batch message"; }
+said_once "$work/bad2.log" "a resume may change the layout, not the global batch"
 if mpi 2 train --config "$cfg" --out "$work/bad3" --set parallel.zero=3 --set model.tie_embeddings=true \
   > "$work/bad3.log" 2>&1; then
   fail "ZeRO-3 with tied embeddings must be refused"
 fi
-grep -q "parallel.zero = 3 with model.tie_embeddings = true" "$work/bad3.log" || { cat "$work/bad3.log"; fail "no tied-embeddings message"; }
+said_once "$work/bad3.log" "parallel.zero = 3 with model.tie_embeddings = true"
+if mpi 2 train --config "$cfg" --out "$work/bad4" --set train.stepz=3 > "$work/bad4.log" 2>&1; then
+  fail "a config key no component reads must be refused"
+fi
+said_once "$work/bad4.log" "unknown key 'train.stepz'"
+if mpi 2 train --config "$work/no-such.toml" --out "$work/bad5" > "$work/bad5.log" 2>&1; then
+  fail "a missing config must be refused"
+fi
+said_once "$work/bad5.log" "no-such.toml"
 echo "ok: data parallel == one process, bitwise, for every case; checkpoints reshard"

@@ -40,6 +40,11 @@ struct PostRunOptions {
   // each also writes its optimizer shard into them). All of them share the
   // held-out evaluation.
   comm::Group* trainers = nullptr;
+  // Set when the run fails in its setup (reading the config and the
+  // checkpoints, up to the first step): the trainer ranks agree on that
+  // outcome (rl/shared_outcome.h), so every one of them returns, each with
+  // its own failure or Aborted for another's.
+  bool* failed_in_setup = nullptr;
 };
 
 // What a run reports as it goes (the command prints them).

@@ -312,7 +312,9 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
     ASSERT_TRUE(c.Set("rl.max_staleness=" + std::to_string(staleness)).ok());
     const std::string ref = staleness == 0 ? through : dir / "through_async",
                       cut = dir / ("cut" + std::to_string(staleness));
-    if (staleness == 1) ASSERT_TRUE(RunRl(c, {.run_dir = ref}, {}).ok());
+    if (staleness == 1) {
+      ASSERT_TRUE(RunRl(c, {.run_dir = ref}, {}).ok());
+    }
     // After 2 steps the first poll is step 2's evaluation.
     int64_t done = 0;
     RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},

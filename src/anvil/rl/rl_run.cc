@@ -20,6 +20,7 @@
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
 #include "anvil/rl/reward.h"
+#include "anvil/rl/shared_outcome.h"
 #include "anvil/rl/trainer_ranks.h"
 #include "anvil/train/metrics.h"
 
@@ -331,6 +332,8 @@ int RolloutRankOf(int64_t max_staleness, int world_size) {
 
 Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const RlHooks& hooks,
                              comm::Group* world) {
+  // (every trainer rank returns from a failed setup: one outcome for all)
+  SetupAgreement setup(options.trainers, options.failed_in_setup);
   ASSIGN_OR_RETURN(const RlRunConfig gc, RlRunConfig::FromConfig(config));
   const int world_size = world != nullptr ? world->size() : 1;
   comm::Group* trainers = options.trainers;
@@ -393,7 +396,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       }
     }
   }
-  RETURN_IF_ERROR(run->Start());
+  RETURN_IF_ERROR(setup.Passed(run->Start()));
   Policy& policy = run->policy();
   const kernels::KernelCtx& ctx = *policy.ctx;
   const int64_t rollout_batch = gc.rollout_batch > 0

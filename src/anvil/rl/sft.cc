@@ -15,6 +15,7 @@
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/optim/adamw.h"
 #include "anvil/profile/trace.h"
+#include "anvil/rl/shared_outcome.h"
 #include "anvil/rl/trainer_ranks.h"
 
 namespace anvil::rl {
@@ -87,6 +88,8 @@ Status FillBatch(const Policy& policy, const TaskConfig& task, int64_t first_pro
 
 Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
                               const SftHooks& hooks) {
+  // (every trainer rank returns from a failed setup: one outcome for all)
+  SetupAgreement setup(options.trainers, options.failed_in_setup);
   ASSIGN_OR_RETURN(const int64_t batch_size, config.GetInt("sft.batch_size", 64));
   if (batch_size < 1 || batch_size > 65536) {
     return InvalidArgument(fmt::format("sft.batch_size = {}: expected 1..65536", batch_size));
@@ -145,7 +148,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     return InvalidArgument(
         "sft.stop_at_accuracy needs sft.eval_every > 0: it is checked at the evaluations");
   }
-  RETURN_IF_ERROR(run->Start());
+  RETURN_IF_ERROR(setup.Passed(run->Start()));
   const kernels::KernelCtx& ctx = *policy.ctx;
   model::Llama& model = *policy.llama;
   const int64_t t_len = policy.config.max_seq_len;

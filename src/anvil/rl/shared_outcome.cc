@@ -18,4 +18,18 @@ Status AgreeOnOutcome(comm::Group& group, const Status& mine, std::string_view f
   return Status::Ok();
 }
 
+Status SetupAgreement::Passed(const Status& mine) {
+  agreed_ = true;
+  Status all = mine;
+  if (ranks_ != nullptr && ranks_->size() > 1) {
+    all = AgreeOnOutcome(*ranks_, mine, "its setup", "the setup");
+  }
+  if (!all.ok() && failed_ != nullptr) *failed_ = true;
+  return all;
+}
+
+SetupAgreement::~SetupAgreement() {
+  if (!agreed_) (void)Passed(Aborted("this rank's setup failed (its error is returned)"));
+}
+
 }  // namespace anvil::rl
