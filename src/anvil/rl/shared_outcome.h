@@ -1,7 +1,6 @@
 // One outcome for work the trainer ranks share (a draw, a held-out pass, a
-// run's setup):
-// each did its part, and all must go on, stop or fail together, none waiting
-// for another's results.
+// run's setup): each did its part, and all must go on, stop or fail
+// together, none waiting for another's results.
 #pragma once
 
 #include <string_view>
