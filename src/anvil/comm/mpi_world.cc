@@ -12,9 +12,8 @@
 //
 // Data volume per rank is that of a ring: a reduce-scatter or all-gather of n
 // elements sends (N-1)/N of n; an all-reduce twice that.
-#include <mpi.h>
-
 #include <fmt/core.h>
+#include <mpi.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -33,6 +32,7 @@
 #include "anvil/comm/handle_state.h"
 #include "anvil/comm/local_group.h"
 #include "anvil/comm/world.h"
+#include "anvil/core/child_groups.h"
 #include "anvil/profile/trace.h"
 
 namespace anvil::comm {
@@ -72,6 +72,7 @@ class MpiRuntime;
 MpiRuntime* g_runtime = nullptr;
 
 [[noreturn]] void AbortJob(const std::string& message) {
+  EndChildGroups();  // (none outlives the job; a CHECK has ended them already)
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
@@ -560,6 +561,7 @@ void FinalizeWorld() {
 void SetDiagnosticStep(int64_t step) { g_step.store(step); }
 
 void AbortWorld(int code) {
+  EndChildGroups();
   if (g_runtime != nullptr) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
 }

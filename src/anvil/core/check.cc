@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "anvil/core/child_groups.h"
+
 namespace anvil {
 namespace {
 
@@ -33,6 +35,9 @@ void SetCheckFailureHandler(CheckFailureHandler handler) {
 void SetCheckRank(int rank) { g_rank.store(rank); }
 
 void CheckFailed(const char* file, int line, const std::string& message) {
+  // The process is about to end: the commands it started in groups of
+  // their own (reward commands) end with it, not after it.
+  EndChildGroups();
   g_handler.load()(file, line, message);
   std::abort();  // A handler must not return; make sure of it.
 }

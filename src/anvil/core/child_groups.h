@@ -1,8 +1,9 @@
 // Process groups this process started that must not outlive it (a user's
 // reward commands run each in a group of its own, out of reach of the
-// terminal's Ctrl-C). A stop signal's handler that ends the process ends
-// the tracked groups first (train/progress.cc), so a second Ctrl-C leaves
-// no command running.
+// terminal's Ctrl-C). What ends the process ends the tracked groups first:
+// a second stop signal (train/progress.cc), a failed CHECK (core/check.cc)
+// and an MPI job's abort (comm/mpi_world.cc). SIGKILL cannot: its commands
+// run to their own end.
 #pragma once
 
 #include <sys/types.h>

@@ -1,11 +1,18 @@
 // The child process group table: the end kills the tracked groups only, and
-// no group starts after it.
+// no group starts after it; a failed CHECK ends them.
 #include "anvil/core/child_groups.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "anvil/core/check.h"
 
 namespace anvil {
 namespace {
@@ -15,6 +22,11 @@ pid_t ForkGroup() {
   const pid_t child = fork();
   if (child == 0) {
     setpgid(0, 0);
+    // No descriptor of the test's: a death test reads its child's output
+    // to the end, which a stray waiting process would never let come.
+    const int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    closefrom(3);
     pause();
     _exit(0);
   }
@@ -30,6 +42,37 @@ bool EndsSoon(pid_t pid, int* status) {
     usleep(1000);
   }
   return false;
+}
+
+// Whether `pid` is gone or a zombie (its parent gone, init may be slow to reap it).
+bool Dead(pid_t pid) {
+  if (kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+// A failed CHECK ends the tracked groups before the process aborts (here in
+// a death test's child, which writes its group's id for the test to check).
+TEST(ChildGroupsDeathTest, AFailedCheckEndsTrackedGroups) {
+  const std::string file = ::testing::TempDir() + "child_groups_pid";
+  std::remove(file.c_str());
+  EXPECT_DEATH(
+      {
+        const pid_t group = SpawnTrackedGroup(ForkGroup);
+        std::ofstream(file) << group << std::endl;
+        CHECK(group < 0) << "planted";
+      },
+      "planted");
+  pid_t group = 0;
+  std::ifstream(file) >> group;
+  ASSERT_GT(group, 0) << "the child wrote no group";
+  bool dead = false;
+  for (int i = 0; i < 5000 && !(dead = Dead(group)); ++i) usleep(1000);
+  if (!dead) kill(group, SIGKILL);
+  EXPECT_TRUE(dead) << "a failed CHECK left its tracked group running";
 }
 
 // (last: the end cannot be undone in this process)

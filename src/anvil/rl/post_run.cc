@@ -42,11 +42,6 @@ Result<SavedState> ReadState(const std::string& dir) {
   return s;
 }
 
-// (kCancelled, a stop request, is no failure: the run stops after it)
-Status EvaluatedOrCut(const Result<TaskEval>& evaluated) {
-  return evaluated.status().code() == StatusCode::kCancelled ? Status::Ok() : evaluated.status();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PostRun>> PostRun::Create(Config config, const std::string& kind,
@@ -290,6 +285,7 @@ Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
                       options_.trainers, hooks.stop_requested);
   if (evaluated.status().code() == StatusCode::kCancelled) {
     early_stop_ = EarlyStop::kStopRequested;
+    eval_cut_at_ = step_;
     if (hooks.on_message) {
       hooks.on_message(fmt::format(
           "stop requested during the held-out evaluation at step {}: it is dropped (a resumed "
@@ -315,11 +311,14 @@ Result<TaskEval> PostRun::Evaluate(const PostRunHooks& hooks) {
 }
 
 Status PostRun::MakeUpEvaluation(const PostRunHooks& hooks) {
-  if (step_ > 0 && step_ < run_.steps && run_.eval_every > 0 && step_ % run_.eval_every == 0 &&
-      last_eval_step_ != step_) {
-    return EvaluatedOrCut(Evaluate(hooks));
+  const std::optional<double> cut_at = ResumedNumber("evaluation_cut_at");
+  if (!cut_at || *cut_at != static_cast<double>(step_) || step_ == 0 || step_ >= run_.steps) {
+    return Status::Ok();
   }
-  return Status::Ok();
+  const Result<TaskEval> evaluated = Evaluate(hooks);
+  if (evaluated.status().code() == StatusCode::kCancelled) return Status::Ok();  // cut again
+  RETURN_IF_ERROR(evaluated.status());
+  return Save().status();
 }
 
 Status PostRun::AfterStep(const PostRunHooks& hooks) {
@@ -339,11 +338,16 @@ Result<PostRunSummary> PostRun::Finish(
     const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
   // A run asked to stop ends without the held-out pass (as `anvil train`
   // does): the person who asked waits for the checkpoint alone.
+  bool evaluated = false;
   if (last_eval_step_ != step_ && early_stop_ != EarlyStop::kStopRequested) {
-    RETURN_IF_ERROR(EvaluatedOrCut(Evaluate(hooks)));
+    const Result<TaskEval> e = Evaluate(hooks);
+    if (e.status().code() != StatusCode::kCancelled) {
+      RETURN_IF_ERROR(e.status());
+      evaluated = true;
+    }
   }
   const bool evaluated_now = last_eval_ && last_eval_step_ == step_;
-  if (last_saved_step_ != step_) {
+  if (last_saved_step_ != step_ || evaluated) {
     RETURN_IF_ERROR(Save(extra_state && evaluated_now ? extra_state(*last_eval_) : "").status());
   }
   PostRunSummary s;
@@ -475,6 +479,9 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
                                                                     {"well_formed", e.well_formed},
                                                                     {"mean_tokens", e.mean_tokens}}
                                                          .dump());
+    }
+    if (eval_cut_at_ == step_) {
+      state += fmt::format(",\n  \"evaluation_cut_at\": {}", step_);  // MakeUpEvaluation
     }
     if (!extra_state_.empty()) state += ",\n  " + extra_state_;
     if (!extra_state.empty()) state += ",\n  " + extra_state;

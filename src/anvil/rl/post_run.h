@@ -40,8 +40,10 @@ struct PostRunOptions {
   // each also writes its optimizer shard into them). All of them share the
   // held-out evaluation.
   comm::Group* trainers = nullptr;
-  // Set when the run fails in its setup (reading the config and the
-  // checkpoints, up to the first step): the trainer ranks agree on that
+  // Set when the run fails in its setup (the config, the policy and its
+  // checkpoint, the run folder: PostRun::Start and what comes before it in
+  // RunSft / RunRl; not the files an RL run loads after it, such as the
+  // reference or a critic): the trainer ranks agree on that
   // outcome (rl/shared_outcome.h), so every one of them returns, each with
   // its own failure or Aborted for another's.
   bool* failed_in_setup = nullptr;
@@ -118,9 +120,15 @@ class PostRun {
   // (kCancelled, said through on_message): nothing is recorded, and the run
   // stops (Done) as after StopInStep.
   Result<TaskEval> Evaluate(const PostRunHooks& hooks);
-  // A resumed run whose evaluation at this step a stop cut makes it up
-  // (then metrics.jsonl holds what an uninterrupted run's does).
+  // A resumed run whose evaluation at this step a stop cut (its checkpoint
+  // says so) makes it up and writes this step's checkpoint again with it,
+  // so metrics.jsonl and the checkpoints read as an uninterrupted run's.
+  // (Not at step 0, which an RL run measures itself, nor at the last step,
+  // which Finish evaluates.)
   Status MakeUpEvaluation(const PostRunHooks& hooks);
+  // Whether a stop request was met inside a step or an evaluation (agreed
+  // over the trainer ranks): the loop ends.
+  bool stop_agreed() const { return early_stop_ == EarlyStop::kStopRequested; }
   // After a step: the evaluation and the checkpoint <kind>.eval_every and
   // <kind>.checkpoint_every ask for (none at the last step: Finish does
   // them), on every trainer rank. (A cut evaluation leaves the checkpoint
@@ -130,7 +138,8 @@ class PostRun {
   const std::optional<TaskEval>& last_eval() const { return last_eval_; }
   int64_t last_eval_step() const { return last_eval_step_; }
   // The end of the loop: the final evaluation and checkpoint, unless this
-  // step already had them (a run asked to stop skips the evaluation);
+  // step already had them (a run asked to stop skips the evaluation; a
+  // checkpoint of this step written before its evaluation is written again);
   // `extra_state` gives more state.json fields (as Save) from the
   // evaluation at this step, where there is one.
   Result<PostRunSummary> Finish(const PostRunHooks& hooks,
@@ -212,6 +221,7 @@ class PostRun {
   // held-out pass; max_minutes does not).
   enum class EarlyStop { kNo, kStopRequested, kMaxMinutes };
   EarlyStop early_stop_ = EarlyStop::kNo;
+  int64_t eval_cut_at_ = -1;  // the step whose evaluation a stop cut (its checkpoint says so)
   Stopwatch watch_;
 };
 

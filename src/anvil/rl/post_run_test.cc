@@ -273,7 +273,8 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
 // A stop request during a held-out evaluation cuts it on its next decode
 // step: the run ends at that step's checkpoint without it, and the resumed
 // run evaluates there first, so it ends where an uninterrupted run does
-// with the same metrics. Also for the evaluation at the start, and for SFT.
+// with the same metrics. Also for the evaluation at the start, the last
+// one, a second stop right after the make-up, and for SFT.
 TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
   data::testing::TempDir dir;
   const std::string sft = dir / "sft";
@@ -328,6 +329,45 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
         RunRl(*Config::FromFile(cut + "/config.toml"), {.run_dir = cut, .resume = true}, {}).ok());
     EXPECT_EQ(State(cut, 6), State(ref, 6));
     EXPECT_EQ(UntimedMetrics(cut), UntimedMetrics(ref));
+  }
+  // Cut again right after the make-up (in step 3's draw): the resume starts
+  // from step 2's checkpoint, written again with its evaluation, and does
+  // not make it up twice.
+  {
+    const std::string twice = dir / "twice";
+    int64_t done = 0;
+    RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},
+                 .on_step = [&](const RlStepMetrics&) { ++done; }};
+    ASSERT_TRUE(RunRl(rl_config, {.run_dir = twice}, stop).ok());
+    bool made_up = false;
+    int polls = 0;
+    RlHooks stop_in_draw{.run = {.on_eval = [&](int64_t, const TaskEval&) { made_up = true; },
+                                 .stop_requested = [&] { return made_up && ++polls >= 2; }}};
+    const Config resumed = *Config::FromFile(twice + "/config.toml");
+    auto second = RunRl(resumed, {.run_dir = twice, .resume = true}, stop_in_draw);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(second->steps_done, 2);
+    ASSERT_TRUE(RunRl(resumed, {.run_dir = twice, .resume = true}, {}).ok());
+    EXPECT_EQ(State(twice, 6), State(through, 6));
+    EXPECT_EQ(UntimedMetrics(twice), UntimedMetrics(through));
+  }
+  // The last evaluation cut: the resume of the finished run makes it up
+  // once, and a second resume changes nothing.
+  {
+    const std::string last = dir / "last";
+    int64_t done = 0;
+    RlHooks stop{.run = {.stop_requested = StopAfter(done, 6)},
+                 .on_step = [&](const RlStepMetrics&) { ++done; }};
+    auto stopped = RunRl(rl_config, {.run_dir = last}, stop);
+    ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+    EXPECT_EQ(stopped->steps_done, 6);
+    EXPECT_EQ(stopped->last_eval_step, 4);
+    const Config resumed = *Config::FromFile(last + "/config.toml");
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(RunRl(resumed, {.run_dir = last, .resume = true}, {}).ok());
+      EXPECT_EQ(UntimedMetrics(last), UntimedMetrics(through)) << "resume " << i;
+    }
+    EXPECT_EQ(*ReadFile(last + "/step_6/state.json"), *ReadFile(through + "/step_6/state.json"));
   }
   // Cut at the start: no step, and the resume measures the start again.
   RlHooks stop_at_once{.run = {.stop_requested = [] { return true; }}};

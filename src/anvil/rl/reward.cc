@@ -200,13 +200,14 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   // The shell's exit, within the time left; then nothing of the command's
   // process group outlives the call. The shell is reaped only after the
   // group is killed and untracked: until then its zombie holds the group's
-  // id, so neither kill can reach a process that reused it.
+  // id, so this kill cannot reach a process that reused it (a second
+  // Ctrl-C's, from the handler, could in the moment between the untrack and
+  // the reap, just before the process ends).
   while (!timed_out && !cancelled) {
     siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == pid) {
-      break;  // exited, not yet reaped
-    }
+    const int waited = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (waited == 0 && info.si_pid == pid) break;  // exited, not yet reaped
+    if (waited < 0 && errno == ECHILD) break;      // reaped already (SIGCHLD ignored)
     if (ms_left() <= 0) {
       timed_out = true;
       break;

@@ -629,7 +629,6 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       return e.status();
     }
   }
-  RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));
   std::string extra_state;
   if (!init_weights.empty()) extra_state = fmt::format("\"init_weights\": \"{}\"", init_weights);
   if (first_eval) {
@@ -637,7 +636,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     extra_state += fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy);
   }
   run->SetExtraState(extra_state);
-  if (async && run->step() < rc.steps) {  // the first step's samples
+  RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));  // (its checkpoint holds extra_state)
+  if (async && run->step() < rc.steps && !run->stop_agreed()) {  // the first step's samples
     async->Start(step_prompts(run->step(), nullptr), run->step(), run->step() == 0 ? 0 : 1);
   }
   std::vector<Problem> problems;

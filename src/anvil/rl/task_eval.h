@@ -30,8 +30,8 @@ struct TaskEval {
 // problems and every rank gets the whole figures: the same as one process
 // (the counts are exact; each answer is batch invariant). `example` is then
 // the first rank's alone; `seconds` each rank's, waits included. `cancel`
-// (may be empty) is polled before each decode step: once true on any rank,
-// every rank returns kCancelled.
+// (may be empty) is polled before each of this rank's decode steps: where
+// it cut one rank's share, every rank returns kCancelled.
 Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t problems,
                                  int64_t max_batch, int64_t max_new, comm::Group* ranks = nullptr,
                                  const std::function<bool()>& cancel = {});
