@@ -57,7 +57,7 @@ bool Dead(pid_t pid) {
 // A failed CHECK ends the tracked groups before the process aborts (here in
 // a death test's child, which writes its group's id for the test to check).
 TEST(ChildGroupsDeathTest, AFailedCheckEndsTrackedGroups) {
-  const std::string file = ::testing::TempDir() + "child_groups_pid";
+  const std::string file = ::testing::TempDir() + "child_groups_pid_" + std::to_string(getpid());
   std::remove(file.c_str());
   EXPECT_DEATH(
       {
@@ -71,7 +71,8 @@ TEST(ChildGroupsDeathTest, AFailedCheckEndsTrackedGroups) {
   ASSERT_GT(group, 0) << "the child wrote no group";
   bool dead = false;
   for (int i = 0; i < 5000 && !(dead = Dead(group)); ++i) usleep(1000);
-  if (!dead) kill(group, SIGKILL);
+  if (!dead && getpgid(group) == group) kill(-group, SIGKILL);  // (still that group)
+  std::remove(file.c_str());
   EXPECT_TRUE(dead) << "a failed CHECK left its tracked group running";
 }
 

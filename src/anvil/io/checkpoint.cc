@@ -180,6 +180,9 @@ Result<CheckpointInfo> OpenCheckpoint(const std::string& path, CheckpointRead re
     }
     dir = fs::path(latest_file).parent_path().string() + "/" + text;
     if (fs::path(latest_file).parent_path().empty()) dir = text;
+    // A checkpoint written again over itself (Commit) moves the old folder
+    // aside first: a crash between the two renames leaves it there, whole.
+    if (!fs::exists(dir, ec) && fs::is_directory(dir + ".replaced", ec)) dir += ".replaced";
     return Status::Ok();
   };
   if (fs::is_regular_file(dir, ec) && fs::path(dir).filename() == kLatestFile) {

@@ -73,6 +73,21 @@ TEST_F(CheckpointTest, CrashBeforeRenameKeepsPreviousLoadable) {
   EXPECT_EQ(*ReadFile(run_ + "/step_2/a.bin"), "two");
 }
 
+// Writing step 2 again moves the old folder aside before the new one takes
+// its name: a crash between the two leaves `latest` naming a folder that is
+// not there, and the one set aside loads.
+TEST_F(CheckpointTest, CrashWhileReplacingLoadsTheOneSetAside) {
+  Save(2, "two");
+  fs::rename(run_ + "/step_2", run_ + "/step_2.replaced");
+  auto info = OpenCheckpoint(run_);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->step, 2);
+  EXPECT_EQ(*ReadFile(info->dir + "/a.bin"), "two");
+  Save(2, "two again");
+  EXPECT_EQ(*ReadFile(OpenCheckpoint(run_)->dir + "/a.bin"), "two again");
+  EXPECT_FALSE(fs::exists(run_ + "/step_2.replaced"));
+}
+
 TEST_F(CheckpointTest, CorruptFileIsNamed) {
   const std::string dir = Save(3, "payload bytes");
   {

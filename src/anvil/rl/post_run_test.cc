@@ -376,9 +376,17 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
   EXPECT_EQ(none->steps_done, 0);
   EXPECT_FALSE(none->first_eval.has_value());
   EXPECT_TRUE(MetricsLines(at_start).empty());
-  ASSERT_TRUE(
-      RunRl(*Config::FromFile(at_start + "/config.toml"), {.run_dir = at_start, .resume = true}, {})
-          .ok());
+  // Resumed, measured, then stopped in step 1's draw: the next resume does
+  // not measure the start a second time.
+  bool measured = false;
+  int polls = 0;
+  RlHooks stop_in_draw{.run = {.on_eval = [&](int64_t, const TaskEval&) { measured = true; },
+                               .stop_requested = [&] { return measured && ++polls >= 2; }}};
+  const Config resumed = *Config::FromFile(at_start + "/config.toml");
+  auto first = RunRl(resumed, {.run_dir = at_start, .resume = true}, stop_in_draw);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->steps_done, 0);
+  ASSERT_TRUE(RunRl(resumed, {.run_dir = at_start, .resume = true}, {}).ok());
   EXPECT_EQ(State(at_start, 6), State(through, 6));
   EXPECT_EQ(UntimedMetrics(at_start), UntimedMetrics(through));
 }

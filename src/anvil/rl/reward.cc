@@ -203,11 +203,15 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
   // id, so this kill cannot reach a process that reused it (a second
   // Ctrl-C's, from the handler, could in the moment between the untrack and
   // the reap, just before the process ends).
+  bool status_lost = false;
   while (!timed_out && !cancelled) {
     siginfo_t info{};
     const int waited = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
     if (waited == 0 && info.si_pid == pid) break;  // exited, not yet reaped
-    if (waited < 0 && errno == ECHILD) break;      // reaped already (SIGCHLD ignored)
+    if (waited < 0 && errno == ECHILD) {           // reaped by the kernel: SIGCHLD is ignored
+      status_lost = true;
+      break;
+    }
     if (ms_left() <= 0) {
       timed_out = true;
       break;
@@ -218,10 +222,14 @@ RewardResult CommandReward::Score(std::string_view prompt, std::string_view comp
     }
     usleep(1000);
   }
-  kill(-pid, SIGKILL);
+  if (!status_lost) kill(-pid, SIGKILL);  // (no zombie holds the id then: it may be reused)
   UntrackChildGroup(pid);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (!status_lost && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (status_lost) {
+    r.error = "reward command: its exit status was lost (anvil runs with SIGCHLD ignored)";
+    return r;
   }
   if (cancelled) return CancelledReward();
   if (output.size() > kMaxOutput) {  // (its pipe then closed under it: SIGPIPE)

@@ -618,6 +618,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // measured now (a stop request may cut it: the run then stops, and its
   // resume measures it again).
   std::optional<TaskEval> first_eval;
+  bool start_made_up = false;  // a resumed run's, cut before: its checkpoint is written again
   if (const std::optional<double> a = run->ResumedNumber("heldout_accuracy_at_start")) {
     first_eval.emplace();
     first_eval->accuracy = *a;
@@ -625,6 +626,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     Result<TaskEval> e = run->Evaluate(hooks.run);
     if (e.ok()) {
       first_eval = *e;
+      start_made_up = options.resume;
     } else if (e.status().code() != StatusCode::kCancelled) {
       return e.status();
     }
@@ -636,6 +638,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     extra_state += fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy);
   }
   run->SetExtraState(extra_state);
+  if (start_made_up) RETURN_IF_ERROR(run->Save().status());
   RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));  // (its checkpoint holds extra_state)
   if (async && run->step() < rc.steps && !run->stop_agreed()) {  // the first step's samples
     async->Start(step_prompts(run->step(), nullptr), run->step(), run->step() == 0 ? 0 : 1);

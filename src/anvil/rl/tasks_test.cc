@@ -7,6 +7,7 @@
 #include "anvil/rl/tasks.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <set>
@@ -81,6 +82,20 @@ TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
     EXPECT_EQ(r.reward, 0.0) << b.command;
     EXPECT_NE(r.error.find(b.reason), std::string::npos) << b.command << ": " << r.error;
   }
+}
+
+// A process that ignores SIGCHLD (inherited from whoever started it) has
+// its children reaped by the kernel: the exit status is gone, and the
+// command's verdict cannot be trusted.
+TEST(TasksTest, CommandRewardRefusesALostExitStatus) {
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGCHLD, &ignore, &old);
+  const RewardResult r = CommandReward("echo 1; exit 3", 5).Score("p", "c");
+  sigaction(SIGCHLD, &old, nullptr);
+  EXPECT_EQ(r.reward, 0.0);
+  EXPECT_NE(r.error.find("exit status was lost"), std::string::npos) << r.error;
 }
 
 TEST(TasksTest, CommandRewardScoresManyAtOnceInOrder) {
