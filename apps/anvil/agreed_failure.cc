@@ -10,12 +10,6 @@
 
 namespace anvil::cli {
 
-Status AgreeOnSetup(comm::Group& world, const Status& mine, std::string_view what) {
-  const int32_t failed = world.AllReduceValue<int32_t>(mine.ok() ? 0 : 1);
-  if (!mine.ok() || failed == 0) return mine;
-  return Aborted(fmt::format("{}: another rank failed (its error is on its output)", what));
-}
-
 void SayAgreedFailure(comm::Group& world, const Status& failure, std::string_view command) {
   const std::string text = failure.ToString();
   bool own = !failure.ok() && failure.code() != StatusCode::kAborted;

@@ -104,7 +104,7 @@ int Fail(const char* kind, const Status& s) {
 // and sets `agreed` (the job ends cleanly, no rank waits).
 bool ConfigFailsOnEveryRank(comm::Group& ranks, const Status& read, const char* kind,
                             bool* agreed) {
-  const Status all = AgreeOnSetup(ranks, read, "reading the config");
+  const Status all = comm::AgreeOnStatus(ranks, read, "reading the config");
   if (all.ok()) return false;
   SayAgreedFailure(ranks, all, fmt::format("anvil {}", kind));
   *agreed = true;

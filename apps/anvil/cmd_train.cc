@@ -114,7 +114,7 @@ int RunTrain(const TrainOptions& o, std::shared_ptr<comm::Group> world, Status* 
   std::string run_dir;
   Result<Config> config = ReadTrainConfig(o, &run_dir);
   if (world->size() > 1) {
-    const Status read = AgreeOnSetup(*world, config.status(), "reading the config");
+    const Status read = comm::AgreeOnStatus(*world, config.status(), "reading the config");
     if (!read.ok()) return FailAgreed(read);
   }
   if (!config.ok()) return FailAgreed(config.status());

@@ -1,6 +1,8 @@
 // Group's typed front end: argument checks, Handle, shard splitting.
 #include "anvil/comm/group.h"
 
+#include <fmt/core.h>
+
 #include <numeric>
 
 #include "anvil/comm/handle_state.h"
@@ -89,6 +91,13 @@ std::vector<int64_t> SplitEvenly(int64_t n, int parts, int64_t align) {
     begin = end;
   }
   return counts;
+}
+
+Status AgreeOnStatus(Group& group, const Status& mine, std::string_view what) {
+  if (group.size() == 1) return mine;
+  const int32_t failed = group.AllReduceValue<int32_t>(mine.ok() ? 0 : 1);
+  if (!mine.ok() || failed == 0) return mine;
+  return Aborted(fmt::format("{}: another rank failed (its error is on its output)", what));
 }
 
 }  // namespace anvil::comm

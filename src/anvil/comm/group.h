@@ -24,11 +24,13 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "anvil/core/bf16.h"
 #include "anvil/core/check.h"
+#include "anvil/core/status.h"
 
 namespace anvil::comm {
 
@@ -261,5 +263,10 @@ std::vector<int64_t> AllReduceSegments(int64_t n, int size);
 // multiple of `align` elements except the last non-empty one (the first
 // segments get the extra blocks): the shards of a flat buffer.
 std::vector<int64_t> SplitEvenly(int64_t n, int parts, int64_t align = 1);
+
+// Every rank of `group` calls it with its own outcome of `what`: a rank's
+// failure is returned as is, and a rank that did not fail gets Aborted
+// ("what: another rank failed"), so that all go on or none.
+Status AgreeOnStatus(Group& group, const Status& mine, std::string_view what);
 
 }  // namespace anvil::comm

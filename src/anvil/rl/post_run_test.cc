@@ -270,6 +270,27 @@ TEST(PostRunTest, GrpoIsExactlyOnPolicyAndResumesBitwise) {
   EXPECT_FALSE(RunRl(RlConfig(sft), {.run_dir = sft, .resume = true}, {}).ok());
 }
 
+// An RL run asked to stop once `steps` steps are done (the request is
+// first polled by what follows the last of them).
+Result<PostRunSummary> RunRlStoppedAfter(const Config& c, const std::string& run_dir,
+                                         int64_t steps) {
+  int64_t done = 0;
+  RlHooks stop{.run = {.stop_requested = StopAfter(done, steps)},
+               .on_step = [&](const RlStepMetrics&) { ++done; }};
+  return RunRl(c, {.run_dir = run_dir}, stop);
+}
+
+// A resumed RL run (from RUN/config.toml) asked to stop at its second poll
+// after its first evaluation: the next step's draw, after Done's.
+Result<PostRunSummary> ResumeRlStoppedAfterAnEvaluation(const std::string& run_dir) {
+  bool evaluated = false;
+  int polls = 0;
+  RlHooks stop{.run = {.on_eval = [&](int64_t, const TaskEval&) { evaluated = true; },
+                       .stop_requested = [&] { return evaluated && ++polls >= 2; }}};
+  return RunRl(*Config::FromFile(run_dir + "/config.toml"), {.run_dir = run_dir, .resume = true},
+               stop);
+}
+
 // A stop request during a held-out evaluation cuts it on its next decode
 // step: the run ends at that step's checkpoint without it, and the resumed
 // run evaluates there first, so it ends where an uninterrupted run does
@@ -317,10 +338,7 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
       ASSERT_TRUE(RunRl(c, {.run_dir = ref}, {}).ok());
     }
     // After 2 steps the first poll is step 2's evaluation.
-    int64_t done = 0;
-    RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},
-                 .on_step = [&](const RlStepMetrics&) { ++done; }};
-    auto stopped = RunRl(c, {.run_dir = cut}, stop);
+    auto stopped = RunRlStoppedAfter(c, cut, 2);
     ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
     EXPECT_EQ(stopped->steps_done, 2);
     EXPECT_TRUE(stopped->stopped_early);
@@ -335,19 +353,13 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
   // not make it up twice.
   {
     const std::string twice = dir / "twice";
-    int64_t done = 0;
-    RlHooks stop{.run = {.stop_requested = StopAfter(done, 2)},
-                 .on_step = [&](const RlStepMetrics&) { ++done; }};
-    ASSERT_TRUE(RunRl(rl_config, {.run_dir = twice}, stop).ok());
-    bool made_up = false;
-    int polls = 0;
-    RlHooks stop_in_draw{.run = {.on_eval = [&](int64_t, const TaskEval&) { made_up = true; },
-                                 .stop_requested = [&] { return made_up && ++polls >= 2; }}};
-    const Config resumed = *Config::FromFile(twice + "/config.toml");
-    auto second = RunRl(resumed, {.run_dir = twice, .resume = true}, stop_in_draw);
+    ASSERT_TRUE(RunRlStoppedAfter(rl_config, twice, 2).ok());
+    auto second = ResumeRlStoppedAfterAnEvaluation(twice);
     ASSERT_TRUE(second.ok()) << second.status().ToString();
     EXPECT_EQ(second->steps_done, 2);
-    ASSERT_TRUE(RunRl(resumed, {.run_dir = twice, .resume = true}, {}).ok());
+    ASSERT_TRUE(
+        RunRl(*Config::FromFile(twice + "/config.toml"), {.run_dir = twice, .resume = true}, {})
+            .ok());
     EXPECT_EQ(State(twice, 6), State(through, 6));
     EXPECT_EQ(UntimedMetrics(twice), UntimedMetrics(through));
   }
@@ -355,10 +367,7 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
   // once, and a second resume changes nothing.
   {
     const std::string last = dir / "last";
-    int64_t done = 0;
-    RlHooks stop{.run = {.stop_requested = StopAfter(done, 6)},
-                 .on_step = [&](const RlStepMetrics&) { ++done; }};
-    auto stopped = RunRl(rl_config, {.run_dir = last}, stop);
+    auto stopped = RunRlStoppedAfter(rl_config, last, 6);
     ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
     EXPECT_EQ(stopped->steps_done, 6);
     EXPECT_EQ(stopped->last_eval_step, 4);
@@ -378,15 +387,12 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
   EXPECT_TRUE(MetricsLines(at_start).empty());
   // Resumed, measured, then stopped in step 1's draw: the next resume does
   // not measure the start a second time.
-  bool measured = false;
-  int polls = 0;
-  RlHooks stop_in_draw{.run = {.on_eval = [&](int64_t, const TaskEval&) { measured = true; },
-                               .stop_requested = [&] { return measured && ++polls >= 2; }}};
-  const Config resumed = *Config::FromFile(at_start + "/config.toml");
-  auto first = RunRl(resumed, {.run_dir = at_start, .resume = true}, stop_in_draw);
+  auto first = ResumeRlStoppedAfterAnEvaluation(at_start);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(first->steps_done, 0);
-  ASSERT_TRUE(RunRl(resumed, {.run_dir = at_start, .resume = true}, {}).ok());
+  ASSERT_TRUE(
+      RunRl(*Config::FromFile(at_start + "/config.toml"), {.run_dir = at_start, .resume = true}, {})
+          .ok());
   EXPECT_EQ(State(at_start, 6), State(through, 6));
   EXPECT_EQ(UntimedMetrics(at_start), UntimedMetrics(through));
 }

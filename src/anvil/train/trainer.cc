@@ -108,10 +108,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(Config config, const RunOptions
 }
 
 Status Trainer::Agree(Status status, const char* what) {
-  if (world_->size() == 1) return status;
-  const int32_t failed = world_->AllReduceValue<int32_t>(status.ok() ? 0 : 1);
-  if (!status.ok() || failed == 0) return status;
-  return Aborted(fmt::format("{}: another rank failed (its error is on its output)", what));
+  return comm::AgreeOnStatus(*world_, status, what);
 }
 
 Status Trainer::Init(Config config, const RunOptions& options) {
