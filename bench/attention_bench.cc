@@ -205,10 +205,11 @@ void Report(const AttentionBenchOptions& o, const PassResult& r, int threads) {
     fmt::print(
         "{{\"bench\":\"attention\",\"impl\":\"{}\",\"pass\":\"{}\",\"seq\":{},\"batch\":{},"
         "\"heads\":{},\"kv_heads\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\","
-        "\"threads\":{},\"ms\":{:.3f},\"gflops\":{:.1f},\"peak_frac\":{:.3f},\"peak_mib\":{:.1f}}}"
+        "\"fused_qkv\":{},\"threads\":{},\"ms\":{:.3f},\"gflops\":{:.1f},\"peak_frac\":{:.3f},"
+        "\"peak_mib\":{:.1f}}}"
         "\n",
         r.impl, r.pass, r.t, o.batch, o.heads, o.kv_heads, o.head_dim, o.causal,
-        o.bf16 ? "bf16" : "f32", threads, r.seconds * 1e3, r.gflops, r.peak_frac,
+        o.bf16 ? "bf16" : "f32", o.fused_qkv, threads, r.seconds * 1e3, r.gflops, r.peak_frac,
         r.bytes / 1048576.0);
   } else {
     fmt::print("{:>6} {:<8} {:<6} {:>10.2f} {:>9.1f} {:>7.1f}% {:>10.1f}\n", r.t, r.pass, r.impl,
@@ -238,8 +239,37 @@ void BenchOne(const AttentionBenchOptions& o, long t, ThreadPool& pool, double p
   }
   const DType in = o.bf16 ? DType::kBF16 : DType::kF32;
   const size_t in_bytes = o.bf16 ? 2 : 4;
+  // --fused-qkv: the same values as rows of one [tokens, (NH + 2 NKV) HD]
+  // buffer (the model's layout: each operand's rows (NH + 2 NKV) HD apart),
+  // and the gradients likewise; the naive reference keeps the dense ones.
+  const int64_t fused_stride = int64_t{s.nh + 2 * s.nkv} * s.hd;
+  const size_t nfused = o.fused_qkv ? size_t(s.tokens()) * fused_stride : 0;
+  Floats fused(nfused), dfused(nfused);
+  AlignedBuffer fused16(nfused * 2);
+  const int64_t k_col = int64_t{s.nh} * s.hd, v_col = k_col + int64_t{s.nkv} * s.hd;
+  for (long r = 0; r < (o.fused_qkv ? s.tokens() : 0); ++r) {
+    float* row = fused.data() + r * fused_stride;
+    std::copy_n(q.data() + r * k_col, k_col, row);
+    std::copy_n(k.data() + r * s.nkv * s.hd, s.nkv * s.hd, row + k_col);
+    std::copy_n(v.data() + r * s.nkv * s.hd, s.nkv * s.hd, row + v_col);
+  }
+  for (size_t i = 0; i < (o.bf16 ? nfused : 0); ++i) {
+    reinterpret_cast<BF16*>(fused16.data())[i] = ToBF16(fused.data()[i]);
+  }
   auto input = [&](Floats& f, AlignedBuffer& b) {
+    if (o.fused_qkv) {
+      const int64_t col = &f == &q ? 0 : &f == &k ? k_col : v_col;
+      const void* base =
+          o.bf16 ? static_cast<const void*>(reinterpret_cast<const BF16*>(fused16.data()) + col)
+                 : fused.data() + col;
+      return kernels::AttentionIn{base, in, fused_stride};
+    }
     return kernels::AttentionIn{o.bf16 ? static_cast<const void*>(b.data()) : f.data(), in, 0};
+  };
+  auto grad = [&](Floats& f) {
+    if (!o.fused_qkv) return kernels::AttentionGrad{f.data(), 0};
+    const int64_t col = &f == &dq ? 0 : &f == &dk ? k_col : v_col;
+    return kernels::AttentionGrad{dfused.data() + col, fused_stride};
   };
 
   const AttentionDims dims{
@@ -261,7 +291,7 @@ void BenchOne(const AttentionBenchOptions& o, long t, ThreadPool& pool, double p
   auto bwd = [&] {
     kernels::AttentionBackward(ctx, dims, cu, input(q, q16), input(k, k16), input(v, v16),
                                {out.data(), DType::kF32, 0}, {dout.data(), DType::kF32, 0},
-                               lse.data(), {dq.data(), 0}, {dk.data(), 0}, {dv.data(), 0});
+                               lse.data(), grad(dq), grad(dk), grad(dv));
   };
   auto report = [&](const char* pass, const char* impl, double secs, double flops, size_t bytes) {
     Report(o, {t, pass, impl, secs, flops / secs * 1e-9, flops / secs * 1e-9 / peak, bytes},
@@ -324,11 +354,12 @@ int RunAttentionBench(const AttentionBenchOptions& options) {
   if (seqs.empty()) seqs = {256, 1024, 4096, 16384};
   if (!options.json) {
     fmt::print(
-        "attention: batch {} heads {} kv_heads {} head_dim {} {} {} inputs, {} threads ({}); "
+        "attention: batch {} heads {} kv_heads {} head_dim {} {} {} inputs{}, {} threads ({}); "
         "f32 FMA peak {:.0f} GFLOP/s\n",
         options.batch, options.heads, options.kv_heads, options.head_dim,
-        options.causal ? "causal" : "full", options.bf16 ? "bf16" : "f32", threads,
-        IsaName(BestIsa()), peak.f32_gflops);
+        options.causal ? "causal" : "full", options.bf16 ? "bf16" : "f32",
+        options.fused_qkv ? " in one qkv buffer" : "", threads, IsaName(BestIsa()),
+        peak.f32_gflops);
     fmt::print(
         "GFLOP/s: FA2 convention (fwd 4 T^2 HD NH, /2 causal; fwd+bwd 3.5x fwd); "
         "peak MiB: inputs, outputs and scratch (naive: + T x T buffers)\n");

@@ -14,6 +14,8 @@ struct AttentionBenchOptions {
   int head_dim = 64;
   bool causal = true;
   bool bf16 = false;            // bf16 inputs (f32 math); default f32
+  bool fused_qkv =
+      false;  // q, k, v (and dq, dk, dv) as one row-major buffer, as the model keeps them
   int threads = 0;              // 0: all (ANVIL_THREADS)
   bool naive = true;            // also run the naive reference (skipped where it won't fit)
   bool backward = true;         // also time fwd+bwd (default lengths: up to 4096 only)

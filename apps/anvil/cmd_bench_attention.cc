@@ -19,6 +19,9 @@ void AddBenchAttention(CLI::App& bench) {
   cmd->add_option("--head-dim", options->head_dim, "Head dimension")->check(CLI::PositiveNumber);
   cmd->add_flag("!--full", options->causal, "Full (non-causal) mask");
   cmd->add_flag("--bf16", options->bf16, "bf16 inputs (f32 math)");
+  cmd->add_flag("--fused-qkv", options->fused_qkv,
+                "q, k and v in one [tokens, (heads + 2 kv_heads) x head_dim] buffer, as the model "
+                "keeps them (their gradients too); default: three dense tensors");
   cmd->add_option("--threads", options->threads, "Threads (default: ANVIL_THREADS or all)")
       ->check(ThreadsRange());
   cmd->add_flag("!--no-naive", options->naive, "Skip the naive T x T reference");

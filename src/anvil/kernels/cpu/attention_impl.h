@@ -36,21 +36,32 @@ inline const char* BlockBase(const attention_internal::Rows& src, bool bf16, int
          ((start % src.page_rows) * src.stride + src.offset) * esize;
 }
 
+template <class V>
+inline V LoadRow(const void* row, bool bf16, int d) {
+  return bf16 ? V::Load(static_cast<const BF16*>(row) + d)
+              : V::Load(static_cast<const float*>(row) + d);
+}
+
 // A [rows, hd] f32 view of rows [start, start + n) of `src` (one key block):
-// the rows themselves when they are f32, else widened into `buf` ([n][hd]).
+// the rows themselves when they are f32 and either dense or read along rows,
+// else copied (bf16: widened) into `buf` ([n][hd]). `by_cols`: the caller
+// walks the block down its columns (a broadcast GEMM's ByCols operand), a
+// row per step; rows far apart (the model's fused QKV rows: 4 KiB at small's
+// shape) share a few L1 sets and evict one another between columns, so they
+// are copied first (docs/PERFORMANCE.md, "Attention in the model's layout").
 // (Head blocks: the block's rows of this head follow one another.)
 template <class V>
 const float* F32Rows(const attention_internal::Rows& src, bool bf16, int64_t start, int n, int hd,
-                     float* buf, int64_t* ld) {
+                     float* buf, int64_t* ld, bool by_cols = false) {
   const int64_t stride = src.head_blocks ? hd : src.stride;
-  if (!bf16) {
+  if (!bf16 && (stride == hd || !by_cols)) {
     *ld = stride;
     return reinterpret_cast<const float*>(BlockBase(src, false, start));
   }
-  const BF16* base = reinterpret_cast<const BF16*>(BlockBase(src, true, start));
+  const char* base = BlockBase(src, bf16, start);
   for (int r = 0; r < n; ++r) {
-    const BF16* row = base + r * stride;
-    for (int d = 0; d < hd; d += V::kLanes) V::Load(row + d).Store(buf + r * hd + d);
+    const void* row = base + r * stride * (bf16 ? 2 : 4);
+    for (int d = 0; d < hd; d += V::kLanes) LoadRow<V>(row, bf16, d).Store(buf + r * hd + d);
   }
   *ld = hd;
   return buf;
@@ -77,12 +88,6 @@ inline void PrefetchRows(const attention_internal::Rows& src, bool bf16, int64_t
     const char* row = base + r * src.stride * esize;
     for (int64_t b = 0; b < hd * esize; b += 64) __builtin_prefetch(row + b, 0, 2);
   }
-}
-
-template <class V>
-inline V LoadRow(const void* row, bool bf16, int d) {
-  return bf16 ? V::Load(static_cast<const BF16*>(row) + d)
-              : V::Load(static_cast<const float*>(row) + d);
 }
 
 // A [rows, hd] f32 view of keys [start, start + n) of `src` (one key block):
@@ -194,16 +199,21 @@ void ForwardTile(const FwdTile& t, const FwdScratch& sc) {
       PrefetchRows(t.k, t.in_bf16, start + kBc, next, hd, true);
       PrefetchRows(t.v, t.in_bf16, start + kBc, next, hd, false);
     }
+    // Keys past the last row's position (in the causal diagonal's block)
+    // are masked for every live lane: their scores are neither computed nor
+    // read. (A masked key adds nothing to a lane: -inf to its max, +0 to its
+    // sum, no product to O.)
+    const int seen = static_cast<int>(last - start + 1 < nc ? last - start + 1 : nc);
     int64_t ks = 0;
     int64_t vs = 0;
     // (Keys first: head blocks' keys pass through sc.vf.)
-    const float* kb = KeyRows<V>(t.k, t.in_bf16, start, nc, hd, sc.vf, sc.kf, &ks);
-    const float* vb = F32Rows<V>(t.v, t.in_bf16, start, nc, hd, sc.vf, &vs);
+    const float* kb = KeyRows<V>(t.k, t.in_bf16, start, seen, hd, sc.vf, sc.kf, &ks);
+    const float* vb = F32Rows<V>(t.v, t.in_bf16, start, seen, hd, sc.vf, &vs, /*by_cols=*/true);
     // S'^T = K_j Q'^T, online softmax, O^T = O^T * alpha + V_j^T P^T.
-    BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
+    BcastGemm<V, Init::kZero, false>(seen, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
     const bool diag = t.causal && static_cast<float>(start + nc - 1) > min_pos;
-    OnlineSoftmax<V>(sc.s, ld, nc, lw, diag, static_cast<float>(start), lpos, m, l, alpha);
-    TileOperands pv = ByCols(vb, vs, nc, sc.s, ld, sc.ot, ld);
+    OnlineSoftmax<V>(sc.s, ld, seen, lw, diag, static_cast<float>(start), lpos, m, l, alpha);
+    TileOperands pv = ByCols(vb, vs, seen, sc.s, ld, sc.ot, ld);
     pv.cs = alpha;
     if (diag) {
       pv.lpos = lpos;
@@ -265,7 +275,10 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
       for (int r0 = 0; r0 < lw; r0 += W) {
         PackTransposed<V>(qrow, u.in_bf16, r0, lanes, hd, u.qscale, sc.kf, sc.qt, ld);
         PackTransposed<V>(dorow, u.do_bf16, r0, lanes, hd, 1.0f, sc.vf, sc.dot, ld);
-        // sc.vf now holds these lanes' dO rows in f32.
+        // sc.vf now holds these lanes' dO rows in f32. They and the query
+        // rows are also copied as dense [lane][HD] rows (sc.dor, sc.qr): dV
+        // += P^T dO and dK += dS^T Q read them a lane per step, and in
+        // place (rows KiBs apart) they would thrash a few L1 sets (F32Rows).
         for (int i = 0; i < W; ++i) {
           const int r = r0 + i;
           V acc = V::Zero();
@@ -275,8 +288,8 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
             for (int d = 0; d < hd; d += W) {
               const V dov = V::Load(sc.vf + i * hd + d);
               acc = MulAdd(dov, LoadRow<V>(orow, u.o_bf16, d), acc);
-              if (u.do_bf16) dov.Store(sc.dor + r * hd + d);
-              if (u.in_bf16) LoadRow<V>(qrow[r], true, d).Store(sc.qr + r * hd + d);
+              dov.Store(sc.dor + r * hd + d);
+              LoadRow<V>(qrow[r], u.in_bf16, d).Store(sc.qr + r * hd + d);
             }
             lse2[r] = static_cast<float>(
                 static_cast<double>(u.lse[g * u.lse_head_stride + i0 + r]) * kLog2e);
@@ -291,18 +304,6 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
       for (int d = 0; d < hd; ++d) {
         for (int r = 0; r < lw; r += W) V::Zero().Store(sc.dqt + d * ld + r);
       }
-      int64_t qs = hd;
-      int64_t dos = hd;
-      const float* qrows = sc.qr;
-      const float* dorows = sc.dor;
-      if (!u.in_bf16) {
-        qs = u.q.stride;
-        qrows = static_cast<const float*>(u.q.data) + i0 * qs + col;
-      }
-      if (!u.do_bf16) {
-        dos = u.dout.stride;
-        dorows = static_cast<const float*>(u.dout.data) + i0 * dos + col;
-      }
 
       const int64_t last = u.causal ? i0 + lanes - 1 : u.len - 1;
       for (int64_t start = 0; start <= last; start += kBc) {
@@ -312,24 +313,42 @@ void BackwardUnit(const BwdUnit& u, const BwdScratch& sc) {
           PrefetchRows(u.k, u.in_bf16, start + kBc, next, hd, true);
           PrefetchRows(u.v, u.in_bf16, start + kBc, next, hd, false);
         }
+        // Keys past the tile's last row: P = +0 and dS = ±0 for every live
+        // lane, so their products would add signed zeros to dV, dK and dQ
+        // (accumulators that start at +0 and so are never -0: no bit
+        // changes). They are skipped.
+        const int seen = static_cast<int>(last - start + 1 < nc ? last - start + 1 : nc);
         int64_t ks = 0;
         int64_t vs = 0;
-        const float* kb = F32Rows<V>(u.k, u.in_bf16, start, nc, hd, sc.kf, &ks);
-        const float* vb = F32Rows<V>(u.v, u.in_bf16, start, nc, hd, sc.vf, &vs);
+        const float* kb = F32Rows<V>(u.k, u.in_bf16, start, seen, hd, sc.kf, &ks, /*by_cols=*/true);
+        const float* vb = F32Rows<V>(u.v, u.in_bf16, start, seen, hd, sc.vf, &vs);
         // S'^T = K_j Q'^T, dP^T = V_j dO^T; P and dS in place; dV_j += P^T dO,
         // dK_j += dS^T Q, dQ^T += K_j^T dS^T.
-        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
-        BcastGemm<V, Init::kZero, false>(nc, lw, ByRows(vb, vs, hd, sc.dot, ld, sc.dp, ld));
+        BcastGemm<V, Init::kZero, false>(seen, lw, ByRows(kb, ks, hd, sc.qt, ld, sc.s, ld));
+        BcastGemm<V, Init::kZero, false>(seen, lw, ByRows(vb, vs, hd, sc.dot, ld, sc.dp, ld));
         const bool diag = u.causal && start + nc - 1 > i0;
-        SoftmaxGrad<V>(sc.s, sc.dp, ld, nc, lw, diag, static_cast<float>(start), lpos, lse2, dsum,
+        SoftmaxGrad<V>(sc.s, sc.dp, ld, seen, lw, diag, static_cast<float>(start), lpos, lse2, dsum,
                        u.scale);
         float* dv = u.dv + start * u.dv_stride;
         float* dk = u.dk + start * u.dk_stride;
-        BcastGemm<V, Init::kLoad, false>(nc, hd,
-                                         ByRows(sc.s, ld, lanes, dorows, dos, dv, u.dv_stride));
-        BcastGemm<V, Init::kLoad, false>(nc, hd,
-                                         ByRows(sc.dp, ld, lanes, qrows, qs, dk, u.dk_stride));
-        BcastGemm<V, Init::kLoad, false>(hd, lw, ByCols(kb, ks, nc, sc.dp, ld, sc.dqt, ld));
+        // In the causal diagonal, key x (at start + x) pairs with lanes k
+        // (at i0 + k) >= x + start - i0 only, and a lane with keys up to
+        // its own position: the rest are the zeros skipped.
+        TileOperands dv_op = ByRows(sc.s, ld, lanes, sc.dor, hd, dv, u.dv_stride);
+        TileOperands dk_op = ByRows(sc.dp, ld, lanes, sc.qr, hd, dk, u.dk_stride);
+        TileOperands dq_op = ByCols(kb, ks, seen, sc.dp, ld, sc.dqt, ld);
+        if (diag) {
+          for (TileOperands* op : {&dv_op, &dk_op}) {
+            op->skip_early = true;
+            op->early_shift = static_cast<int>(start - i0);
+          }
+          dq_op.skip_unseen = true;
+          dq_op.lpos = lpos;
+          dq_op.kpos0 = static_cast<float>(start);
+        }
+        BcastGemm<V, Init::kLoad, false>(seen, hd, dv_op);
+        BcastGemm<V, Init::kLoad, false>(seen, hd, dk_op);
+        BcastGemm<V, Init::kLoad, false>(hd, lw, dq_op);
       }
       void* dqrow[kBr];
       for (int r = 0; r < lanes; ++r) dqrow[r] = u.dq + (i0 + r) * u.dq_stride + col;

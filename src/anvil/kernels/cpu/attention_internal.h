@@ -77,7 +77,7 @@ struct FwdScratch {
   float* ot;     // [HD][kBr]  output accumulator, transposed
   float* s;      // [kBc][kBr] scores, then probabilities
   float* kf;     // [kBc][HD]  bf16 keys widened
-  float* vf;     // [kBc][HD]  bf16 values widened
+  float* vf;     // [kBc][HD]  values copied dense (F32Rows), bf16 widened
   float* state;  // [5][kBr]   m, l, alpha, lane position, scratch
 };
 
@@ -123,8 +123,8 @@ struct BwdScratch {
   float* qt;     // [HD][kBr]  scaled queries, transposed
   float* dot;    // [HD][kBr]  dout, transposed
   float* dqt;    // [HD][kBr]  dQ accumulator, transposed
-  float* qr;     // [kBr][HD]  bf16 query rows widened
-  float* dor;    // [kBr][HD]  bf16 dout rows widened
+  float* qr;     // [kBr][HD]  query rows, dense (bf16 widened)
+  float* dor;    // [kBr][HD]  dout rows, dense (bf16 widened)
   float* s;      // [kBc][kBr] scores, then P
   float* dp;     // [kBc][kBr] dP, then dS
   float* kf;     // [kBc][HD]

@@ -4,6 +4,7 @@
 // tile. Each lane's result is a fixed operation chain on that lane's data.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -148,6 +149,11 @@ inline V Exp2(V x) {
 // with A broadcast from any strides. init: kZero 0, kLoad C, kScaled C * cs[j]
 // (one rounding). kMasked: term k is skipped in lane j unless
 // lpos[j] >= kpos0 + k (causal blocks: key kpos0 + k is visible to row lpos[j]).
+// Per tile of lanes the keys fall in three runs: seen by every lane (plain
+// FMAs), by some (the lane-masked FMA, a compare and blend per product: at
+// small's shape it made a causal block's O += V^T P 2.4x slower than a full
+// one's) and by none (skipped); each lane gets the same FMAs in the same order
+// as if every term went through the mask.
 // All five FA2 matmuls have this shape: S^T = K Q'^T, dP^T = V dO^T (A = K/V
 // rows), O^T += V^T P^T, dQ^T += K^T dS^T (A = K/V columns), dV += P^T dO,
 // dK += dS^T Q (A = P^T/dS^T rows, B = dO/Q rows, lanes over HD).
@@ -163,8 +169,14 @@ struct TileOperands {
   float* c;  // C[x][j] = c[x * ldc + j]
   int64_t ldc;
   const float* cs = nullptr;    // kScaled: factor per lane
-  const float* lpos = nullptr;  // kMasked: row position per lane
-  float kpos0 = 0;              // kMasked: key position of k = 0
+  const float* lpos = nullptr;  // kMasked, skip_unseen: row position per lane
+  float kpos0 = 0;              // kMasked, skip_unseen: key position of k = 0
+  // Without kMasked, causal zeros the caller vouches for, skipped: the
+  // backward's masked P and dS entries are +-0, and their products would
+  // leave accumulators that start at +0 (and so are never -0) unchanged.
+  bool skip_unseen = false;  // keys no lane of a tile sees
+  bool skip_early = false;   // row x's terms k < x + early_shift
+  int early_shift = 0;
 };
 
 // A is row-major M (row stride ldm): C[x][j] (+)= sum_k M[x][k] B[k][j].
@@ -206,11 +218,53 @@ struct Tune<F32x16> {
 };
 #endif
 
+// Keys [0, *open) are visible to each of the `lanes` lanes at lpos, keys
+// [*open, *shut) to some, keys [*shut, kdim) to none (kMasked's runs).
+inline void VisibleRuns(const float* lpos, int lanes, float kpos0, int kdim, int* open, int* shut) {
+  float lo = lpos[0];
+  float hi = lpos[0];
+  for (int j = 1; j < lanes; ++j) {
+    lo = lpos[j] < lo ? lpos[j] : lo;
+    hi = lpos[j] > hi ? lpos[j] : hi;
+  }
+  // Key k is visible to lane j iff lpos[j] >= kpos0 + k (all exact integers in f32).
+  auto keys_upto = [&](float pos) {
+    const float n = pos - kpos0 + 1.0f;
+    return n <= 0.0f ? 0 : n >= static_cast<float>(kdim) ? kdim : static_cast<int>(n);
+  };
+  *open = keys_upto(lo);
+  *shut = keys_upto(hi);
+}
+
+// One k step of MicroTile: acc[x][j] += A(x, k) * bv[j], lane-masked by lp
+// against key position kp when kMaskedStep.
+template <class V, int R, int NV, bool kMaskedStep>
+inline void TileStep(V (&acc)[R][NV], const float* a, int64_t sa, const float* b, const V (&lp)[NV],
+                     float kp) {
+  constexpr int W = V::kLanes;
+  V bv[NV];
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) bv[j] = V::Load(b + j * W);
+  const V kpv = V::Set(kp);
+#pragma GCC unroll 8
+  for (int x = 0; x < R; ++x) {
+    const V ax = V::Set(a[x * sa]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      if constexpr (kMaskedStep) {
+        acc[x][j] = IfGe(lp[j], kpv, MulAdd(ax, bv[j], acc[x][j]), acc[x][j]);
+      } else {
+        acc[x][j] = MulAdd(ax, bv[j], acc[x][j]);
+      }
+    }
+  }
+}
+
 template <class V, int R, int NV, Init kInit, bool kMasked>
 inline void MicroTile(const TileOperands& o) {
   constexpr int W = V::kLanes;
   V acc[R][NV];
-  V lp[NV];
+  V lp[NV]{};
 #pragma GCC unroll 8
   for (int j = 0; j < NV; ++j) {
     V f = V::Set(1.0f);
@@ -229,23 +283,15 @@ inline void MicroTile(const TileOperands& o) {
   }
   const float* a = o.a;
   const float* b = o.b;
-  for (int k = 0; k < o.kdim; ++k, a += o.sk, b += o.ldb) {
-    V bv[NV];
-#pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) bv[j] = V::Load(b + j * W);
-    const V kp = V::Set(o.kpos0 + static_cast<float>(k));
-#pragma GCC unroll 8
-    for (int x = 0; x < R; ++x) {
-      const V ax = V::Set(a[x * o.sa]);
-#pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) {
-        if constexpr (kMasked) {
-          acc[x][j] = IfGe(lp[j], kp, MulAdd(ax, bv[j], acc[x][j]), acc[x][j]);
-        } else {
-          acc[x][j] = MulAdd(ax, bv[j], acc[x][j]);
-        }
-      }
-    }
+  int open = o.kdim;
+  int shut = o.kdim;
+  if constexpr (kMasked) VisibleRuns(o.lpos, NV * W, o.kpos0, o.kdim, &open, &shut);
+  int k = 0;
+  for (; k < open; ++k, a += o.sk, b += o.ldb) {
+    TileStep<V, R, NV, false>(acc, a, o.sa, b, lp, 0.0f);
+  }
+  for (; k < shut; ++k, a += o.sk, b += o.ldb) {
+    TileStep<V, R, NV, true>(acc, a, o.sa, b, lp, o.kpos0 + static_cast<float>(k));
   }
 #pragma GCC unroll 8
   for (int x = 0; x < R; ++x) {
@@ -275,21 +321,32 @@ template <class V, Init kInit, bool kMasked>
 void MicroRows(int rows, int nv, TileOperands o) {
   constexpr int R = Tune<V>::kR;
   static_assert(R <= 6, "the cases below cover up to 6 rows");
+  // The tile of rows from x0: skip_early's terms before its first row's.
+  auto from = [&o](int x0) {
+    TileOperands t = o;
+    t.a += x0 * o.sa;
+    t.c += x0 * o.ldc;
+    if (o.skip_early) {
+      const int k0 = x0 + o.early_shift <= 0 ? 0 : std::min(x0 + o.early_shift, o.kdim);
+      t.a += k0 * o.sk;
+      t.b += k0 * o.ldb;
+      t.kdim -= k0;
+    }
+    return t;
+  };
   int x0 = 0;
-  for (; x0 + R <= rows; x0 += R, o.a += R * o.sa, o.c += R * o.ldc) {
-    MicroTileNv<V, R, kInit, kMasked>(nv, o);
-  }
+  for (; x0 + R <= rows; x0 += R) MicroTileNv<V, R, kInit, kMasked>(nv, from(x0));
   switch (rows - x0) {
     case 1:
-      return MicroTileNv<V, 1, kInit, kMasked>(nv, o);
+      return MicroTileNv<V, 1, kInit, kMasked>(nv, from(x0));
     case 2:
-      return MicroTileNv<V, 2, kInit, kMasked>(nv, o);
+      return MicroTileNv<V, 2, kInit, kMasked>(nv, from(x0));
     case 3:
-      return MicroTileNv<V, 3, kInit, kMasked>(nv, o);
+      return MicroTileNv<V, 3, kInit, kMasked>(nv, from(x0));
     case 4:
-      return MicroTileNv<V, 4, kInit, kMasked>(nv, o);
+      return MicroTileNv<V, 4, kInit, kMasked>(nv, from(x0));
     case 5:
-      return MicroTileNv<V, 5, kInit, kMasked>(nv, o);
+      return MicroTileNv<V, 5, kInit, kMasked>(nv, from(x0));
     default:
       return;
   }
@@ -305,7 +362,11 @@ void BcastGemm(int rows, int lanes, TileOperands o) {
     oj.b += j0;
     oj.c += j0;
     if constexpr (kInit == Init::kScaled) oj.cs += j0;
-    if constexpr (kMasked) oj.lpos += j0;
+    if (kMasked || o.skip_unseen) oj.lpos += j0;
+    if (o.skip_unseen) {
+      int open = 0;
+      VisibleRuns(oj.lpos, nv * W, o.kpos0, o.kdim, &open, &oj.kdim);
+    }
     MicroRows<V, kInit, kMasked>(rows, nv, oj);
   }
 }
