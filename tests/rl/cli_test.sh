@@ -287,4 +287,10 @@ grep -q "no_such_run" "$work/none.log" || { cat "$work/none.log"; fail "missing 
 if "$anvil" sft --config "$src/configs/sft-addition.toml" --out "$work/typo" \
     --set sft.stepz=3 > "$work/typo.log" 2>&1; then fail "sft accepted a typo"; fi
 grep -q "sft.stepz" "$work/typo.log" || { cat "$work/typo.log"; fail "typo message"; }
+# A typo into a folder that holds a run: the typo is named first.
+if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl" \
+    --set rl.init="$work/sft" --set rl.stepz=3 > "$work/typo2.log" 2>&1; then
+  fail "rl accepted a typo"
+fi
+grep -q "rl.stepz" "$work/typo2.log" || { cat "$work/typo2.log"; fail "typo before folder"; }
 echo "rl cli: ok"

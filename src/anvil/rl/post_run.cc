@@ -64,7 +64,6 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
       .threads = static_cast<int>(run_.threads),
       .fp8_settings = model::IsFp8(run_.precision) ? &config_ : nullptr,
       .verify = options_.resume ? io::CheckpointRead::kAll : io::CheckpointRead::kModel};
-  const std::string latest = options_.run_dir + "/" + io::kLatestFile;
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
     policy_ = std::make_unique<Policy>(std::move(p));
@@ -94,11 +93,6 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
     RestoreLastEval();
     RETURN_IF_ERROR(CheckResumedRecipe());
   } else {
-    if (std::filesystem::exists(latest)) {
-      return InvalidArgument(fmt::format(
-          "{} already holds a run: continue it with --resume, or pass another --out",
-          options_.run_dir));
-    }
     if (!run_.init.empty()) {
       ASSIGN_OR_RETURN(Policy p, LoadPolicy(run_.init, policy_options, &loaded_from_));
       policy_ = std::make_unique<Policy>(std::move(p));
@@ -224,8 +218,15 @@ Status PostRun::CheckResumeKeepsTheRun() const {
 }
 
 Status PostRun::Start() {
+  // A mistyped key is named before anything about the run folder.
   RETURN_IF_ERROR(config_.CheckAllUsed());
-  if (options_.resume) RETURN_IF_ERROR(CheckResumeKeepsTheRun());
+  if (options_.resume) {
+    RETURN_IF_ERROR(CheckResumeKeepsTheRun());
+  } else if (std::filesystem::exists(options_.run_dir + "/" + io::kLatestFile)) {
+    return InvalidArgument(
+        fmt::format("{} already holds a run: continue it with --resume, or pass another --out",
+                    options_.run_dir));
+  }
   watch_.Reset();
   if (!writer()) return Status::Ok();
   std::error_code ec;
