@@ -4,9 +4,9 @@
 // function has internal linkage, so each file keeps its own copy.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include "anvil/core/intrinsics.h"
 
 namespace anvil {
 namespace {  // NOLINT(build/namespaces): a copy per file and ISA flags

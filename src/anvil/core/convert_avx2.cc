@@ -1,12 +1,11 @@
 // AVX2 (+F16C) bulk conversions, 8 lanes at a time: integer formulations of
 // the scalar rules in convert.h, lane for lane. The tail runs one vector over a
 // zero-padded copy, so it gives the same bits as the body.
-#include <immintrin.h>
-
 #include <cstring>
 
 #include "anvil/core/convert.h"
 #include "anvil/core/convert_internal.h"
+#include "anvil/core/intrinsics.h"
 
 // AVX2 has only signed compares; every compared value here is below 2^31.
 

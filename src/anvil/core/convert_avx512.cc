@@ -1,16 +1,9 @@
 // AVX-512 (F/BW/VL/DQ) bulk conversions, 16 lanes at a time with masked tails:
 // integer formulations of the scalar rules in convert.h, lane for lane.
 
-// GCC 12 warns inside its own AVX-512 intrinsics (the `__Y = __Y` idiom of
-// _mm512_undefined_*, GCC PR 105593); the warning is about the header, not us.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include "anvil/core/convert.h"
 #include "anvil/core/convert_internal.h"
+#include "anvil/core/intrinsics.h"
 
 // Not used: AVX512_BF16's vcvtneps2bf16. It flushes subnormal inputs and
 // outputs to zero and keeps NaN sign and payload, so its bits differ from

@@ -1,13 +1,12 @@
 // Thread pool: futex-parked workers, generation-counter job publication.
 #include "anvil/core/thread_pool.h"
 
-#include <immintrin.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 
 #include "anvil/core/check.h"
+#include "anvil/core/intrinsics.h"
 
 namespace anvil {
 namespace {

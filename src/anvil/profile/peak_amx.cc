@@ -1,10 +1,9 @@
 // The AMX bf16 peak's inner loop (compiled with AMX flags; called only where
 // AmxEnabled()).
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "anvil/core/amx_tiles.h"
+#include "anvil/core/intrinsics.h"
 #include "anvil/profile/peak.h"
 
 namespace anvil::profile::detail {

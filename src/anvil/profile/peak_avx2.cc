@@ -1,6 +1,5 @@
 // AVX2 inner loops of the peak measurements, for CPUs without AVX-512.
-#include <immintrin.h>
-
+#include "anvil/core/intrinsics.h"
 #include "anvil/profile/peak.h"
 
 namespace anvil::profile::detail {

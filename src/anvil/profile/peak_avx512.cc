@@ -1,7 +1,6 @@
 // AVX-512 inner loops of the peak measurements (compiled with AVX-512 flags;
 // called only after a run-time check).
-#include <immintrin.h>
-
+#include "anvil/core/intrinsics.h"
 #include "anvil/profile/peak.h"
 
 namespace anvil::profile::detail {

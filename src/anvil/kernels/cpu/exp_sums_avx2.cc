@@ -2,8 +2,7 @@
 // ref::ExpF64's fast path in its order (the table read as 16-byte pairs);
 // lanes outside it (|x| < 2^-54 or >= 512, inf, NaN: rare, the row's maximum
 // once) go through the scalar ExpF64. The running sums stay one scalar chain.
-#include <immintrin.h>
-
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/exp_sums_internal.h"
 #include "anvil/kernels/exp_sums.h"
 

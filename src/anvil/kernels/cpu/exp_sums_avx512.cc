@@ -2,13 +2,7 @@
 // of ref::ExpF64's fast path in its order (the table read as 16-byte pairs);
 // lanes outside it (|x| < 2^-54 or >= 512, inf, NaN: rare, the row's maximum
 // once) go through the scalar ExpF64. The running sums stay one scalar chain.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/exp_sums_internal.h"
 #include "anvil/kernels/exp_sums.h"
 

@@ -23,16 +23,10 @@
 // (and FP8 decoded to bf16) of a context that uses it runs on the tiles, the
 // one-row calls too (DecodeRegion streams B through the same instructions),
 // and batch invariance holds among them.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstring>
 
 #include "anvil/core/amx_tiles.h"
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
 #include "anvil/kernels/cpu/gemm_avx512_pack_internal.h"
 #include "anvil/kernels/cpu/gemm_driver.h"

@@ -3,16 +3,11 @@
 // path of gemm_avx2_decode.cc. bf16 inputs are widened to f32 (exactly) while
 // packing or loading, so both dtypes run the same f32 FMA chains: per K block
 // of 256 from zero, in increasing k; block sums in order.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "anvil/kernels/cpu/gemm_avx2.h"
 
 #include <cstring>
 
-#include "anvil/kernels/cpu/gemm_avx2.h"
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_driver.h"
 #include "anvil/kernels/cpu/gemm_internal.h"
 

@@ -10,11 +10,10 @@
 // arithmetic as full ones.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "anvil/core/bf16.h"
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_internal.h"
 
 namespace anvil::kernels::gemm_internal::avx2 {

@@ -21,10 +21,9 @@
 // GB/s, the decoding one at 25), so a tile reads as many strips side by
 // side as its rows need for independent sums, and 5-8 rows share each
 // decoded vector.
-#include <immintrin.h>
-
 #include <cstdint>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_avx2.h"
 #include "anvil/kernels/cpu/gemm_fp8.h"
 

@@ -3,14 +3,9 @@
 // Each kc block's product sum starts from zero and is then added to C's
 // partial (or stored, for the first block): the order gemm.h promises.
 // (GemmFp8 with block scaling packs over all of K instead: gemm_driver.h.)
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include "anvil/kernels/cpu/gemm_avx512.h"
+
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_driver.h"
 
 namespace anvil::kernels::gemm_internal {

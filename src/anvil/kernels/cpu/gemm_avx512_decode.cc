@@ -10,15 +10,9 @@
 // floats wide (M x width partials fit in L1); a panel is swept in groups of
 // 16 B rows, each group row read end to end across the panel (long
 // sequential runs), by register strips whose sums park in L1 between groups.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstring>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
 
 namespace anvil::kernels::gemm_internal::avx512 {

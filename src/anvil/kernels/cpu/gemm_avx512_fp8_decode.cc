@@ -18,15 +18,9 @@
 //
 // A strip's codes are contiguous over all K, so each thread streams long
 // sequential runs, and a K block's sums stay in registers.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
 #include "anvil/kernels/cpu/gemm_fp8.h"
 

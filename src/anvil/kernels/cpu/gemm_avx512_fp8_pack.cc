@@ -11,15 +11,9 @@
 // through the f32 product and the packer's rounding elsewhere. The same
 // panels, bit for bit (kernels_gemm_fp8_pack_test). The gathers cost about a
 // third of a training GEMM's time on Zen 5.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
 #include "anvil/kernels/cpu/gemm_avx512_pack_internal.h"
 

@@ -1,16 +1,10 @@
 // AVX-512 packing of A and B blocks into the micro-panel layouts of
 // gemm_avx512.h. Masked loads bound every read to the matrix, masked stores
 // every write to the panel; transposes are 16x16 in registers.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
-#pragma GCC diagnostic pop
 
 #include "anvil/core/cpu_features.h"
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_avx512.h"
 #include "anvil/kernels/cpu/gemm_avx512_pack_internal.h"
 

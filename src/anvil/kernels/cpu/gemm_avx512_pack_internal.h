@@ -6,14 +6,9 @@
 // flags.
 #pragma once
 
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
+
+#include "anvil/core/intrinsics.h"
 
 namespace anvil::kernels::gemm_internal::avx512 {
 // Internal linkage on purpose (see above): a copy per file and ISA flags.

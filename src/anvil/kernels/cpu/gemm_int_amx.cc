@@ -13,16 +13,10 @@
 // The sums are exact integers and the epilogue is the VNNI kernels' (f32 of
 // the sum, times the column's scale, times the row's), so the outputs are
 // their bits; rows a whole tile does not cover go to those kernels.
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
 
 #include "anvil/core/amx_tiles.h"
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_int_internal.h"
 
 namespace anvil::kernels::gemm_int_internal {

@@ -8,11 +8,10 @@
 //   q[0..3]) + (u8 nibbles hi x s8 q[4..7]) per 4-byte lane, exactly.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_int_internal.h"
 
 namespace anvil::kernels::gemm_int_internal {

@@ -3,11 +3,10 @@
 // a broadcast activation word with a 64-byte weight line per instruction.
 //   int8: u8 (qa + 128) x s8 qw; the offset adds 128 * sum_k qw, removed once.
 //   int4: u8 nibble (qw + 8) x s8 qa; the offset adds 8 * sum_k qa per group.
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_int_internal.h"
 
 namespace anvil::kernels::gemm_int_internal {

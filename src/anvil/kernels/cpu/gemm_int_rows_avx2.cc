@@ -2,10 +2,9 @@
 // RowQuantizer): 8 values a vector; a code is vcvtps2dq of the clamped
 // product (round to nearest even, as nearbyint in the default mode), and
 // four vectors pack to 32 bytes (saturating packs: every code fits).
-#include <immintrin.h>
-
 #include <cstdint>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_int_internal.h"
 
 namespace anvil::kernels::gemm_int_internal {

@@ -2,15 +2,9 @@
 // RowQuantizer): 16 values a vector; a code is vcvtps2dq of the clamped
 // product (round to nearest even, as nearbyint in the default mode), then
 // vpmovdb (every code fits a byte).
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
 
+#include "anvil/core/intrinsics.h"
 #include "anvil/kernels/cpu/gemm_int_internal.h"
 
 namespace anvil::kernels::gemm_int_internal {

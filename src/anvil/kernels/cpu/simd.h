@@ -28,12 +28,7 @@
 #include "anvil/core/bf16.h"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-// GCC 12 warns inside its own AVX-512 intrinsics (PR 105593); not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "anvil/core/intrinsics.h"
 #endif
 
 // The namespace names the compile flags of the including TU, so inline code
