@@ -335,8 +335,7 @@ Status PostRun::AfterStep(const PostRunHooks& hooks) {
   return Status::Ok();
 }
 
-Result<PostRunSummary> PostRun::Finish(
-    const PostRunHooks& hooks, const std::function<std::string(const TaskEval&)>& extra_state) {
+Result<PostRunSummary> PostRun::Finish(const PostRunHooks& hooks) {
   // A run asked to stop ends without the held-out pass (as `anvil train`
   // does): the person who asked waits for the checkpoint alone.
   bool evaluated = false;
@@ -347,10 +346,7 @@ Result<PostRunSummary> PostRun::Finish(
       evaluated = true;
     }
   }
-  const bool evaluated_now = last_eval_ && last_eval_step_ == step_;
-  if (last_saved_step_ != step_ || evaluated) {
-    RETURN_IF_ERROR(Save(extra_state && evaluated_now ? extra_state(*last_eval_) : "").status());
-  }
+  if (last_saved_step_ != step_ || evaluated) RETURN_IF_ERROR(Save().status());
   PostRunSummary s;
   s.first_step = first_step_;
   s.steps_done = step_;
@@ -485,6 +481,9 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
       state += fmt::format(",\n  \"evaluation_cut_at\": {}", step_);  // MakeUpEvaluation
     }
     if (!extra_state_.empty()) state += ",\n  " + extra_state_;
+    if (evaluation_state_ && last_eval_ && last_eval_step_ == step_) {
+      state += ",\n  " + evaluation_state_(*last_eval_);
+    }
     if (!extra_state.empty()) state += ",\n  " + extra_state;
     state += "\n}\n";
     status = WritePolicyFiles(temp, *policy_, state, config_.ResolvedToml());

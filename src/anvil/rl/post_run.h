@@ -139,11 +139,8 @@ class PostRun {
   int64_t last_eval_step() const { return last_eval_step_; }
   // The end of the loop: the final evaluation and checkpoint, unless this
   // step already had them (a run asked to stop skips the evaluation; a
-  // checkpoint of this step written before its evaluation is written again);
-  // `extra_state` gives more state.json fields (as Save) from the
-  // evaluation at this step, where there is one.
-  Result<PostRunSummary> Finish(const PostRunHooks& hooks,
-                                const std::function<std::string(const TaskEval&)>& extra_state);
+  // checkpoint of this step written before its evaluation is written again).
+  Result<PostRunSummary> Finish(const PostRunHooks& hooks);
   // A checkpoint of the current step; `extra`: more state.json fields (a
   // JSON object's members, without braces; may be empty). Every trainer rank
   // calls it: sharded, each writes its shard into the writer's temporary
@@ -159,6 +156,12 @@ class PostRun {
   // More state.json fields in every checkpoint from now on (a JSON object's
   // members, without braces), e.g. the held-out accuracy at the start.
   void SetExtraState(std::string fields) { extra_state_ = std::move(fields); }
+  // More state.json fields from the evaluation at a checkpoint's step, in
+  // every checkpoint whose step has one (whichever path wrote it: a periodic
+  // save, a made-up evaluation's, the final one), e.g. its accuracy.
+  void SetEvaluationState(std::function<std::string(const TaskEval&)> fields) {
+    evaluation_state_ = std::move(fields);
+  }
   // A number field of the state.json a resumed run loaded (none for a new
   // run, or when it has no such field).
   std::optional<double> ResumedNumber(const std::string& key) const;
@@ -215,6 +218,7 @@ class PostRun {
   std::vector<ExtraFiles> save_also_;
   std::vector<RankFiles> save_ranks_;
   std::string extra_state_;
+  std::function<std::string(const TaskEval&)> evaluation_state_;
   int trainer_slots_ = 1;
   std::string resumed_state_;  // state.json's text of a resumed run
   // Why the run stops before its last step (a stop request skips the end's

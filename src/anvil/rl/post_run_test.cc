@@ -323,6 +323,35 @@ TEST(PostRunTest, AStopCutsAnEvaluationAndTheResumeMakesItUp) {
           .ok());
   EXPECT_EQ(State(sft_cut, 30), State(sft, 30));
   EXPECT_EQ(UntimedMetrics(sft_cut), UntimedMetrics(sft));
+  // sft.stop_at_accuracy met at an evaluation (a faster learning rate, so
+  // that one does): the uninterrupted run ends there; cut in that evaluation,
+  // the resume makes it up, finds the run done, and its checkpoint says so
+  // as the uninterrupted one's does.
+  {
+    Config c = sft_config;
+    ASSERT_TRUE(c.Set("sft.steps=150").ok() && c.Set("optim.lr=1e-2").ok() &&
+                c.Set("sft.stop_at_accuracy=0.1").ok() && c.Set("sft.eval_problems=16").ok());
+    const std::string met = dir / "sft_met", met_cut = dir / "sft_met_cut";
+    auto reached = RunSft(c, {.run_dir = met}, {});
+    ASSERT_TRUE(reached.ok()) << reached.status().ToString();
+    const int64_t at = reached->steps_done;
+    ASSERT_LT(at, 150) << "no evaluation reached the accuracy: the case tests nothing";
+    sft_done = 0;
+    SftHooks stop{.run = {.stop_requested = StopAfter(sft_done, at)},
+                  .on_step = [&](const train::StepMetrics&) { ++sft_done; }};
+    auto cut = RunSft(c, {.run_dir = met_cut}, stop);
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    ASSERT_EQ(cut->steps_done, at);
+    ASSERT_LT(cut->last_eval_step, at);  // the evaluation at `at` was cut
+    ASSERT_TRUE(RunSft(*Config::FromFile(met_cut + "/config.toml"),
+                       {.run_dir = met_cut, .resume = true}, {})
+                    .ok());
+    const std::string state_file = "/step_" + std::to_string(at) + "/state.json";
+    const std::string state = *ReadFile(met + state_file);
+    EXPECT_NE(state.find("\"stopped_at_accuracy\": true"), std::string::npos) << state;
+    EXPECT_EQ(*ReadFile(met_cut + state_file), state);
+    EXPECT_EQ(UntimedMetrics(met_cut), UntimedMetrics(met));
+  }
 
   Config rl_config = RlConfig(sft);
   ASSERT_TRUE(rl_config.Set("rl.eval_every=2").ok());

@@ -638,6 +638,8 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     extra_state += fmt::format("\"heldout_accuracy_at_start\": {}", first_eval->accuracy);
   }
   run->SetExtraState(extra_state);
+  run->SetEvaluationState(
+      [](const TaskEval& e) { return fmt::format("\"heldout_accuracy\": {}", e.accuracy); });
   if (start_made_up) RETURN_IF_ERROR(run->Save().status());
   RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));  // (its checkpoint holds extra_state)
   if (async && run->step() < rc.steps && !run->stop_agreed()) {  // the first step's samples
@@ -749,10 +751,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   // drop it (on a thread, without waiting for it; the checkpoint keeps its
   // snapshot).
   if (async) async->Cancel();
-  ASSIGN_OR_RETURN(PostRunSummary summary,
-                   run->Finish(hooks.run, [&](const TaskEval& e) {
-                     return fmt::format("\"heldout_accuracy\": {}", e.accuracy);
-                   }));
+  ASSIGN_OR_RETURN(PostRunSummary summary, run->Finish(hooks.run));
   summary.first_eval = first_eval;
   return summary;
 }

@@ -180,6 +180,12 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   step_hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
   if (hooks.on_start) hooks.on_start(rc, run->first_step());
   run->SetTrainerSlots(ranks, slots.grad_accum(), "step", hooks.run);
+  // A checkpoint at an evaluation records its accuracy, and whether that met
+  // sft.stop_at_accuracy (the run ends there: a resume finds it done).
+  run->SetEvaluationState([stop_at](const TaskEval& e) {
+    return fmt::format("\"heldout_accuracy\": {}, \"stopped_at_accuracy\": {}", e.accuracy,
+                       stop_at > 0 && e.accuracy >= stop_at);
+  });
   RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));
 
   SftBatch batch;
@@ -255,10 +261,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
       }
     }
   }
-  return run->Finish(hooks.run, [&](const TaskEval& e) {
-    return fmt::format("\"heldout_accuracy\": {}, \"stopped_at_accuracy\": {}", e.accuracy,
-                       reached);
-  });
+  return run->Finish(hooks.run);
 }
 
 }  // namespace anvil::rl
