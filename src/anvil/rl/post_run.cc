@@ -431,7 +431,7 @@ Status PostRun::Agree(Status status, const char* what) {
   return Aborted(fmt::format("{}: another trainer rank failed (its error is on its output)", what));
 }
 
-Result<std::string> PostRun::Save(const std::string& extra_state) {
+Result<std::string> PostRun::Save() {
   if (!writer() && !sharded()) return std::string();  // the writer writes the whole state
   ANVIL_TRACE_ZONE("checkpoint");
   // The writer makes the temporary folder; sharded, every rank writes its
@@ -484,7 +484,6 @@ Result<std::string> PostRun::Save(const std::string& extra_state) {
     if (evaluation_state_ && last_eval_ && last_eval_step_ == step_) {
       state += ",\n  " + evaluation_state_(*last_eval_);
     }
-    if (!extra_state.empty()) state += ",\n  " + extra_state;
     state += "\n}\n";
     status = WritePolicyFiles(temp, *policy_, state, config_.ResolvedToml());
     for (const ExtraFiles& files : save_also_) {

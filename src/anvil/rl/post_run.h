@@ -141,12 +141,12 @@ class PostRun {
   // step already had them (a run asked to stop skips the evaluation; a
   // checkpoint of this step written before its evaluation is written again).
   Result<PostRunSummary> Finish(const PostRunHooks& hooks);
-  // A checkpoint of the current step; `extra`: more state.json fields (a
-  // JSON object's members, without braces; may be empty). Every trainer rank
-  // calls it: sharded, each writes its shard into the writer's temporary
-  // folder, and the writer commits once all have; else the writer writes
-  // all (the others return an empty folder name).
-  Result<std::string> Save(const std::string& extra_state = "");
+  // A checkpoint of the current step (its state.json with SetExtraState's
+  // and SetEvaluationState's fields). Every trainer rank calls it: sharded,
+  // each writes its shard into the writer's temporary folder, and the writer
+  // commits once all have; else the writer writes all (the others return an
+  // empty folder name).
+  Result<std::string> Save();
   // The trainer ranks and micro-batches each (rl/trainer_ranks.h) a `what`
   // ("step", "update") is folded over: said through on_message when more
   // than one, recorded in every checkpoint, and a resume on another count

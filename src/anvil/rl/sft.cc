@@ -182,9 +182,10 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   run->SetTrainerSlots(ranks, slots.grad_accum(), "step", hooks.run);
   // A checkpoint at an evaluation records its accuracy, and whether that met
   // sft.stop_at_accuracy (the run ends there: a resume finds it done).
-  run->SetEvaluationState([stop_at](const TaskEval& e) {
+  auto meets = [stop_at](const TaskEval& e) { return stop_at > 0 && e.accuracy >= stop_at; };
+  run->SetEvaluationState([meets](const TaskEval& e) {
     return fmt::format("\"heldout_accuracy\": {}, \"stopped_at_accuracy\": {}", e.accuracy,
-                       stop_at > 0 && e.accuracy >= stop_at);
+                       meets(e));
   });
   RETURN_IF_ERROR(run->MakeUpEvaluation(hooks.run));
 
@@ -192,10 +193,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   int64_t tokens_seen = run->step() * batch_size * t_len;
   // sft.stop_at_accuracy, met at the last evaluation (also a resumed run's:
   // it stopped there, and is done).
-  auto met = [&] {
-    return stop_at > 0 && run->last_eval_step() == run->step() &&
-           run->last_eval()->accuracy >= stop_at;
-  };
+  auto met = [&] { return run->last_eval_step() == run->step() && meets(*run->last_eval()); };
   bool reached = met();
   if (reached && hooks.run.on_message) {
     hooks.run.on_message(fmt::format(
