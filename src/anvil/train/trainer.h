@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
+#include "anvil/comm/group.h"
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
-#include "anvil/comm/group.h"
 #include "anvil/core/thread_pool.h"
 #include "anvil/data/loader.h"
 #include "anvil/data/shard.h"
@@ -45,9 +45,10 @@
 #include "anvil/model/llama.h"
 #include "anvil/optim/adamw.h"
 #include "anvil/parallel/config.h"
+#include "anvil/parallel/data_parallel.h"
 #include "anvil/parallel/plan.h"
 #include "anvil/parallel/weight_gather.h"
-#include "anvil/parallel/data_parallel.h"
+#include "anvil/profile/peak.h"
 #include "anvil/train/config.h"
 #include "anvil/train/metrics.h"
 #include "anvil/train/probe.h"
@@ -61,6 +62,9 @@ struct RunOptions {
   bool probe = false;            // write run_dir/probe.jsonl (probe.h) of train.probe_steps steps
   std::string probe_fault = {};  // "NAME=FACTOR": scale a probed tensor (testing the probe)
   double peak_gflops = 0;        // MFU denominator; 0: measure at startup
+  // Measures the peaks when peak_gflops is 0: at startup, and once more if a
+  // step outruns them (Trainer::RecheckPeak). Null: profile::MeasurePeakFlops.
+  std::function<profile::PeakFlops(ThreadPool&)> measure_peak = nullptr;
   bool write_metrics = true;     // metrics.jsonl (rank 0)
   // The job's ranks (comm::InitWorld); null: this process alone.
   std::shared_ptr<comm::Group> world = nullptr;
@@ -175,6 +179,14 @@ class Trainer {
   // Fits train.steps to the time budget (time_budget.h) from the measured
   // step time; rewrites the run's config.toml with the steps chosen.
   Status PlanToTimeBudget(const StepTiming& timing, double elapsed_seconds, const Hooks& hooks);
+  profile::PeakFlops MeasurePeak() const;  // RunOptions::measure_peak's
+  // The MFU denominator of this run's precision among the measured peaks.
+  double PeakOfPrecision(const profile::PeakFlops& peak) const;
+  // A step with MFU over 1 outran the peak measured at startup: another
+  // process held the cores while it was measured. Measures again (rank 0,
+  // once a session), keeps the larger, corrects `m` and machine.json.
+  void RecheckPeak(StepMetrics& m, const std::function<void(const std::string&)>& message);
+  Status WriteMachine() const;  // run_dir/machine.json
 
   RunOptions options_;
   std::shared_ptr<comm::Group> world_;
@@ -204,6 +216,7 @@ class Trainer {
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
   double peak_gflops_ = 0;
+  bool peak_rechecked_ = false;
   double flops_per_token_ = 0;
   int64_t memory_estimate_ = 0;
   std::string resume_note_;
