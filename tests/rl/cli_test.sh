@@ -5,7 +5,7 @@
 # of exactly 0 (f32, fp8-block, mxfp8), the RL checkpoint generates on its own (its tokenizer travels
 # with it), bad starts (or resumes that change the run) fail with a clear
 # message, and Ctrl-C does not wait for a user's reward commands (a second
-# one leaves none running).
+# one leaves none running, nor does a SIGKILL).
 # Usage: cli_test.sh ANVIL_BINARY SOURCE_DIR WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -202,6 +202,26 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 [ "$left" = 0 ] || fail "a second Ctrl-C left reward commands running"
+# SIGKILL, which anvil cannot see, ends them too (its keeper process does).
+rm -f "$work/calls" "$work/waiting"
+echo 0 > "$work/arm"
+"$anvil" rl "${rl_short[@]}" "${varying[@]}" --out "$work/rl-cmd-kill9" > "$work/rl-cmd-kill9.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
+[ -f "$work/waiting" ] || { kill -9 "$pid"; cat "$work/rl-cmd-kill9.log"; fail "kill -9: no command waited"; }
+kill -9 "$pid"
+wait "$pid" || true
+rm "$work/arm"
+for _ in $(seq 1 50); do
+  left=0
+  for g in $(cat "$work/waiting"); do alive "$g" && left=1; done
+  [ "$left" = 0 ] && break
+  sleep 0.1
+done
+if [ "$left" = 1 ]; then
+  for g in $(cat "$work/waiting"); do kill -9 -- "-$g" 2>/dev/null || true; done
+  fail "kill -9 of anvil left reward commands running"
+fi
 if "$anvil" rl "${rl_short[@]}" --out "$work/rl-cmd-bad" --set rl.reward_command='"true"' \
     --set rl.reward_timeout_s=0 > "$work/rl-cmd-bad.log" 2>&1; then
   fail "rl accepted rl.reward_timeout_s = 0"

@@ -76,6 +76,37 @@ TEST(ChildGroupsDeathTest, AFailedCheckEndsTrackedGroups) {
   EXPECT_TRUE(dead) << "a failed CHECK left its tracked group running";
 }
 
+// SIGKILL, which no handler sees, still ends the tracked groups (the keeper
+// sees the killed process's socket close), and not the untracked ones.
+TEST(ChildGroupsTest, AKilledProcessStillEndsItsTrackedGroups) {
+  int ids[2];
+  ASSERT_EQ(pipe(ids), 0);
+  const pid_t process = fork();
+  ASSERT_GE(process, 0);
+  if (process == 0) {
+    pid_t groups[2] = {SpawnTrackedGroup(ForkGroup), SpawnTrackedGroup(ForkGroup)};
+    UntrackChildGroup(groups[1]);
+    (void)!write(ids[1], groups, sizeof groups);
+    kill(getpid(), SIGKILL);
+  }
+  close(ids[1]);
+  pid_t groups[2] = {0, 0};
+  const bool told = read(ids[0], groups, sizeof groups) == sizeof groups;
+  close(ids[0]);
+  int status = 0;
+  waitpid(process, &status, 0);
+  ASSERT_TRUE(told && groups[0] > 0 && groups[1] > 0) << "the process started no groups";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  bool dead = false;
+  for (int i = 0; i < 5000 && !(dead = Dead(groups[0])); ++i) usleep(1000);
+  const bool untracked_alive = !Dead(groups[1]);
+  for (const pid_t g : groups) {
+    if (getpgid(g) == g) kill(-g, SIGKILL);  // (still that group)
+  }
+  EXPECT_TRUE(dead) << "a tracked group outlived the process killed by SIGKILL";
+  EXPECT_TRUE(untracked_alive) << "the keeper killed an untracked group";
+}
+
 // (last: the end cannot be undone in this process)
 TEST(ChildGroupsTest, TheEndKillsTrackedGroupsAndStartsNoMore) {
   const pid_t tracked = SpawnTrackedGroup(ForkGroup);
