@@ -58,6 +58,16 @@ for s in 6 12; do
 done
 cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-zero/step_12/model.safetensors" \
   || fail "sft: ZeRO-1 and ZeRO-0 differ"
+# ZeRO-2: each rank also holds half of the gradient, reduced unit by unit
+# as the backward ends them: the same bits.
+mpi 2 sft --config "$repo/configs/sft-addition.toml" --out "$work/sft-zero2" "${micro[@]}" \
+  --set sft.steps=12 --set sft.eval_every=6 --set sft.eval_problems=10 \
+  --set sft.stop_at_accuracy=0 --set sft.zero=2 > "$work/sft-zero2.log" 2>&1 \
+  || { cat "$work/sft-zero2.log"; fail "sft with ZeRO-2"; }
+grep -q "sft.zero = 2: each of the 2 trainer ranks holds its shard of AdamW's state .* and of the gradient" \
+  "$work/sft-zero2.log" || { cat "$work/sft-zero2.log"; fail "sft ZeRO-2 banner"; }
+cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-zero2/step_12/model.safetensors" \
+  || fail "sft: ZeRO-2 and ZeRO-0 differ"
 cp -r "$work/sft-zero" "$work/sft-zero-resumed"
 rm -rf "$work/sft-zero-resumed/step_12"
 echo step_6 > "$work/sft-zero-resumed/latest"
@@ -160,6 +170,13 @@ dp_pair dp-critic 2 2 --set rl.max_staleness=0 --set rl.algorithm='"ppo"' --set 
 dp_pair dp-zero 2 2 --set rl.max_staleness=0 --set rl.zero=1 --set rl.algorithm='"ppo"' \
   --set rl.critic='"separate"'
 dp_pair dp-zero-rollout-rank 3 4 --set rl.grad_accum=2 --set rl.zero=1
+# ZeRO-2 (the policy's gradient sharded too, by units; a separate critic
+# stays at ZeRO-1): the same bits as ZeRO-0's runs.
+dp_pair dp-zero2 2 2 --set rl.max_staleness=0 --set rl.zero=2 --set rl.algorithm='"ppo"' \
+  --set rl.critic='"separate"'
+same "$work/dp-critic-1" "$work/dp-zero2-n"
+dp_pair dp-zero2-rollout-rank 3 4 --set rl.grad_accum=2 --set rl.zero=2
+same "$work/dp-rollout-rank-1" "$work/dp-zero2-rollout-rank-n"
 # fp8-delayed: the amaxes of every update are max-reduced over the ranks, so
 # their scales stay the one process's (a separate critic's too).
 dp_pair dp-delayed 2 2 --set rl.max_staleness=0 --set rl.precision='"fp8-delayed"' --set rl.zero=1

@@ -157,12 +157,19 @@ const model::ForwardWeights& CheckpointModel::forward_weights() const {
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
                                             int64_t max_batch, Config* run_fp8,
-                                            io::CheckpointRead read) {
+                                            io::CheckpointRead read, bool whole_grads) {
   model::ForwardOptions o;
   ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, run_fp8, &o, read));
+  if (!whole_grads && m.config.tie_embeddings) {
+    return InvalidArgument(fmt::format(
+        "{}: the model ties its embeddings (one tensor in two units), so it keeps its whole "
+        "gradient: ZeRO-2 needs untied ones",
+        m.info.dir));
+  }
   const model::LlamaOptions options{.precision = o.precision,
                                     .max_batch = max_batch,
                                     .max_seq_len = m.config.max_seq_len,
+                                    .buffers = {.grads = whole_grads},
                                     .fp8 = o.fp8,
                                     .fp8_high_precision_layers = o.fp8_high_precision_layers};
   m.llama = std::make_unique<model::Llama>(m.config, options, *m.ctx);

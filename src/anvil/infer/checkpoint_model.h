@@ -57,11 +57,13 @@ Result<model::ForwardOptions> Fp8SettingsOf(Config& run, model::ForwardOptions o
 // model.max_seq_len tokens. An FP8 precision runs the checkpoint's recipe,
 // with the settings `run_fp8` gives (a new run's own) over it. `read`: the
 // files whose checksums are verified (kAll for a resume that will also read
-// the optimizer state).
+// the optimizer state). `whole_grads` false: the model holds no whole
+// gradient buffer (ZeRO-2; refused for tied embeddings).
 Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             model::Precision precision, int threads,
                                             int64_t max_batch = 1, Config* run_fp8 = nullptr,
-                                            io::CheckpointRead read = io::CheckpointRead::kModel);
+                                            io::CheckpointRead read = io::CheckpointRead::kModel,
+                                            bool whole_grads = true);
 // The same checkpoint as a decode-only model (no gradients, no activations;
 // the optimizer state's checksums are not verified: it is not read).
 Result<CheckpointModel> LoadInferenceModel(const std::string& checkpoint,

@@ -28,9 +28,19 @@ Status CheckPrecision(model::Precision precision) {
   return Status::Ok();
 }
 
+// ZeRO-2's model holds no whole gradient, which tied embeddings need (the LM
+// head is the embedding: one tensor in two units).
+Status CheckBuffers(const model::ModelConfig& config, const PolicyOptions& options) {
+  if (options.whole_grads || !config.tie_embeddings) return Status::Ok();
+  return InvalidArgument(
+      "ZeRO-2 needs a model with untied embeddings (model.tie_embeddings = false): a tied one's "
+      "embedding is in two units, and each unit's gradient goes to a buffer of its own");
+}
+
 // The model of `config` in `policy`, weights uninitialised.
 Status Build(Policy& policy, const PolicyOptions& options) {
   RETURN_IF_ERROR(CheckPrecision(options.precision));
+  RETURN_IF_ERROR(CheckBuffers(policy.config, options));
   if (policy.tokenizer.vocab_size() > policy.config.vocab_size) {
     return InvalidArgument(fmt::format("the tokenizer has {} tokens, model.vocab_size is {}",
                                        policy.tokenizer.vocab_size(), policy.config.vocab_size));
@@ -47,6 +57,7 @@ Status Build(Policy& policy, const PolicyOptions& options) {
       model::LlamaOptions{.precision = options.precision,
                           .max_batch = options.max_batch,
                           .max_seq_len = policy.config.max_seq_len,
+                          .buffers = {.grads = options.whole_grads},
                           .fp8 = recipe.fp8,
                           .fp8_high_precision_layers = recipe.fp8_high_precision_layers},
       *policy.ctx);
@@ -96,7 +107,7 @@ Result<Policy> LoadPolicy(const std::string& checkpoint, const PolicyOptions& op
   ASSIGN_OR_RETURN(
       infer::CheckpointModel m,
       infer::LoadCheckpointModel(checkpoint, options.precision, options.threads, options.max_batch,
-                                 options.fp8_settings, options.verify));
+                                 options.fp8_settings, options.verify, options.whole_grads));
   ASSIGN_OR_RETURN(data::Tokenizer tokenizer, infer::CheckpointTokenizer(m.info.dir, ""));
   if (dir_out != nullptr) *dir_out = m.info.dir;
   return Policy{.config = m.config,
@@ -120,6 +131,7 @@ Result<std::unique_ptr<model::Llama>> LoadReference(const std::string& checkpoin
   model::LlamaOptions options = policy.llama->options();
   options.max_batch = max_batch;
   options.lm_head = lm_head;
+  options.buffers = {};  // whole, whatever the policy's (a trunk without its head needs them)
   auto reference = std::make_unique<model::Llama>(config, options, *policy.ctx);
   reference->InitWeights(*policy.ctx, 0);  // zeroes the padding; the load overwrites every tensor
   RETURN_IF_ERROR(model::LoadCheckpointWeights(info.dir, reference->params()));

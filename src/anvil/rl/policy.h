@@ -58,6 +58,10 @@ struct PolicyOptions {
   // set the recipe, over a loaded checkpoint's; null: the checkpoint's, or
   // the defaults.
   Config* fp8_settings = nullptr;
+  // The model's whole gradient buffer. False under ZeRO-2: each unit's
+  // backward writes into data parallelism's slot for it (TrainerRanks), and
+  // the model must have untied embeddings.
+  bool whole_grads = true;
   // LoadPolicy's checksums: the model's files (a new run's start), or all
   // (a resume, which also reads the optimizer state).
   io::CheckpointRead verify = io::CheckpointRead::kModel;

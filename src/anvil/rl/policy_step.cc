@@ -341,12 +341,11 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
     std::vector<double> slot_values(static_cast<size_t>(ranks.grad_accum() * width));
     for (int i = 0; i < ranks.grad_accum(); ++i) {
       const auto [a, b] = ranks.SlotRows(r0, r1, i * ranks.size() + ranks.rank());
-      dp.BeginMicroBatch(i);  // waits for the reductions still reading the grads
-      m.ZeroGrads(ctx);
+      TrainerRanks::BeginSlot(dp, i, m, ctx);
       if (values) critic.head->ZeroGrads();
       ValueLossStats vs;
       if (a == b) {
-        dp.OnGradsReady(0);  // a slot without rows adds zeros
+        TrainerRanks::EmptySlot(dp, m);
       } else {
         const int64_t ka = rows.first[a], kb = rows.first[b];
         const int64_t base = a * t_len, n = (b - a) * t_len;
@@ -357,7 +356,7 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
           local_where.push_back(rows.where[k] - base);
         }
         model::StepHooks hooks;
-        hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
+        TrainerRanks::AddReduction(dp, m, hooks);
         if (values) {
           hooks.head_input = [&](const float* x, float* dx, int64_t) {
             values_now.resize(local_where.size());

@@ -63,6 +63,7 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
       .max_batch = max_batch,
       .threads = static_cast<int>(run_.threads),
       .fp8_settings = model::IsFp8(run_.precision) ? &config_ : nullptr,
+      .whole_grads = run_.zero < 2,
       .verify = options_.resume ? io::CheckpointRead::kAll : io::CheckpointRead::kModel};
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
@@ -364,11 +365,16 @@ void PostRun::SetTrainerSlots(int ranks, int grad_accum, const std::string& what
   if (!hooks.on_message) return;
   if (sharded()) {
     constexpr double kMiB = 1 << 20;
+    const double shard = static_cast<double>(adamw_->shard().size()) / kMiB;
+    const double whole = static_cast<double>(adamw_->size()) / kMiB;
+    const std::string grads =
+        run_.zero >= 2 ? fmt::format(" and of the gradient ({:.1f} MiB here of {:.1f} MiB)",
+                                     4 * shard, 4 * whole)
+                       : "";
     hooks.on_message(fmt::format(
-        "{}.zero = 1: each of the {} trainer ranks holds its shard of AdamW's state ({:.1f} MiB "
-        "here of {:.1f} MiB) and updates its part of the weights",
-        kind_, ranks, static_cast<double>(adamw_->shard().size()) * 8 / kMiB,
-        static_cast<double>(adamw_->size()) * 8 / kMiB));
+        "{}.zero = {}: each of the {} trainer ranks holds its shard of AdamW's state ({:.1f} MiB "
+        "here of {:.1f} MiB){} and updates its part of the weights",
+        kind_, run_.zero, ranks, 8 * shard, 8 * whole, grads));
   }
   if (trainer_slots_ > 1) {
     hooks.on_message(

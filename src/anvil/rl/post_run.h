@@ -36,7 +36,7 @@ struct PostRunOptions {
   bool resume = false;  // continue from run_dir's latest checkpoint (config from its config.toml)
   // The ranks that train together (rl/trainer_ranks.h; null: this process
   // alone). Rank 0 writes the run folder and decides when the run stops;
-  // the others load the same checkpoints and follow (under <kind>.zero = 1
+  // the others load the same checkpoints and follow (under <kind>.zero >= 1
   // each also writes its optimizer shard into them). All of them share the
   // held-out evaluation.
   comm::Group* trainers = nullptr;
@@ -173,18 +173,22 @@ class PostRun {
   void SaveAlso(ExtraFiles extra) { save_also_.push_back(std::move(extra)); }
   // Files each trainer rank writes into every checkpoint from now on (a
   // sharded optimizer's state: io::ShardFileName(prefix, rank, ranks)).
-  // Under <kind>.zero = 1 with several trainer ranks every rank calls it
+  // Under <kind>.zero >= 1 with several trainer ranks every rank calls it
   // with its rank and their count; otherwise the writer alone, with 0 of 1.
   using RankFiles = std::function<Status(const std::string& dir, int rank, int ranks)>;
   void SaveFromEveryRank(RankFiles files) { save_ranks_.push_back(std::move(files)); }
   // This trainer rank's part of a `size`-element parameter layout (an
-  // optimizer's shard): under <kind>.zero = 1 its ZeRO-1 shard
+  // optimizer's shard): under <kind>.zero >= 1 its ZeRO-1 shard
   // (parallel::ZeroShardCounts), else the whole layout.
   optim::Shard OptimizerShard(int64_t size) const;
   // Whether AdamW's state is sharded over several trainer ranks.
   bool sharded() const {
     return run_.zero >= 1 && options_.trainers != nullptr && options_.trainers->size() > 1;
   }
+  // The ZeRO stage the trainer ranks run (TrainerRanks): <kind>.zero, but
+  // 0 for ZeRO-1 on one rank (nothing to shard). ZeRO-2 stays 2 there: the
+  // policy was built without its whole gradient.
+  int zero_stage() const { return run_.zero >= 2 ? 2 : sharded() ? 1 : 0; }
   train::MetricsWriter& metrics() { return *metrics_; }
   double seconds() const { return watch_.Seconds(); }
 

@@ -550,7 +550,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     alone = comm::MakeLocalGroup("trainer");
     trainers = alone.get();
   }
-  TrainerRanks trainer_ranks(*trainers, static_cast<int>(gc.grad_accum), run->sharded() ? 1 : 0,
+  TrainerRanks trainer_ranks(*trainers, static_cast<int>(gc.grad_accum), run->zero_stage(),
                              *policy.llama, critic_model.get(), ctx.pool());
   run->SetTrainerSlots(ranks, trainer_ranks.grad_accum(), "update", hooks.run);
   if (hooks.on_start) {

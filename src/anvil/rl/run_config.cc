@@ -52,10 +52,11 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
     return InvalidArgument(
         fmt::format("{}threads = {}: expected 0 (ANVIL_THREADS or all) .. 1024", p, c.threads));
   }
-  if (c.zero != 0 && c.zero != 1) {
+  if (c.zero < 0 || c.zero > 2) {
     return InvalidArgument(fmt::format(
-        "{}zero = {}: post-training runs ZeRO-0 (every trainer rank holds AdamW's whole state) "
-        "or ZeRO-1 (each holds its shard); ZeRO-2 and 3 are `anvil train`'s (parallel.zero)",
+        "{}zero = {}: post-training runs ZeRO-0 (every trainer rank holds AdamW's whole state), "
+        "ZeRO-1 (each holds its shard) or ZeRO-2 (and its shard of the gradient); ZeRO-3, which "
+        "shards the weights too, is `anvil train`'s: the rollouts read the weights whole",
         p, c.zero));
   }
   ASSIGN_OR_RETURN(c.task, TaskConfig::FromConfig(config));

@@ -32,7 +32,9 @@ struct PostRunConfig {
   double max_minutes = 0;      // stop (evaluate, checkpoint) after this wall time; 0: none
   // 1: AdamW's state (and a step's gradient sum) sharded over the trainer
   // ranks, each updating its shard of the weights, which are then gathered
-  // (ZeRO-1, parallel/data_parallel.h); the same bits as 0.
+  // (ZeRO-1, parallel/data_parallel.h); the same bits as 0. 2: the
+  // policy's gradient too, reduced unit by unit (ZeRO-2; a separate
+  // critic's stays whole). ZeRO-3 is refused: the rollouts read the weights.
   int64_t zero = 0;
 
   TaskConfig task;

@@ -173,11 +173,11 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     }
     StartDelayedScales(model, ctx, first);
   }
-  TrainerRanks slots(*trainers, static_cast<int>(grad_accum), run->sharded() ? 1 : 0, model,
-                     nullptr, ctx.pool());
+  TrainerRanks slots(*trainers, static_cast<int>(grad_accum), run->zero_stage(), model, nullptr,
+                     ctx.pool());
   parallel::DataParallel& dp = slots.policy_dp();
   model::StepHooks step_hooks;
-  step_hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
+  TrainerRanks::AddReduction(dp, model, step_hooks);
   if (hooks.on_start) hooks.on_start(rc, run->first_step());
   run->SetTrainerSlots(ranks, slots.grad_accum(), "step", hooks.run);
   // A checkpoint at an evaluation records its accuracy, and whether that met
@@ -211,10 +211,9 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     TrainerRanks::BeginDelayedStep(model);  // fp8-delayed: the step records its amaxes
     for (int i = 0; i < slots.grad_accum(); ++i) {
       const auto [a, b] = slots.SlotRows(0, batch_size, i * slots.size() + slots.rank());
-      dp.BeginMicroBatch(i);
-      model.ZeroGrads(ctx);
+      TrainerRanks::BeginSlot(dp, i, model, ctx);
       if (a == b) {
-        dp.OnGradsReady(0);  // a slot without rows adds zeros
+        TrainerRanks::EmptySlot(dp, model);
         continue;
       }
       const model::Batch view{

@@ -22,7 +22,12 @@ std::unique_ptr<parallel::DataParallel> MakeDataParallel(comm::Group& group, int
   model::LlamaParams& p = model.params();
   std::vector<int64_t> tensor_begins;
   for (const model::ParamInfo& info : p.params()) tensor_begins.push_back(info.offset);
-  const std::vector<int64_t> units = {0, p.size()};  // ZeRO-0 and 1 reduce by buckets
+  // ZeRO-0 and 1 reduce by buckets, ZeRO-2 by the model's units.
+  std::vector<int64_t> units = {0, p.size()};
+  if (zero >= 2) {
+    units.clear();
+    for (int u = 0; u <= model.num_units(); ++u) units.push_back(model.unit_begin(u));
+  }
   return std::make_unique<parallel::DataParallel>(
       group, pool, parallel::DataParallelOptions{.zero = zero, .grad_accum = grad_accum}, p.size(),
       p.grads(), tensor_begins, units);
@@ -47,9 +52,39 @@ TrainerRanks::TrainerRanks(comm::Group& group, int grad_accum, int zero, model::
                            model::Llama* critic, ThreadPool& pool)
     : group_(group), grad_accum_(grad_accum) {
   CHECK_GE(grad_accum, 1);
-  CHECK(zero == 0 || zero == 1) << "post-training ZeRO stage " << zero;
+  CHECK(zero >= 0 && zero <= 2) << "post-training ZeRO stage " << zero;
+  CHECK_EQ(policy.params().has_grads(), zero < 2) << "the policy's whole grads under ZeRO-" << zero;
   policy_dp_ = MakeDataParallel(group, grad_accum, zero, policy, pool);
-  if (critic != nullptr) critic_dp_ = MakeDataParallel(group, grad_accum, zero, *critic, pool);
+  // A trunk without its LM head holds its whole buffers (LlamaOptions::lm_head):
+  // ZeRO-1 at most, and as ZeRO-0 on one rank (nothing to shard).
+  if (critic != nullptr) {
+    const int critic_zero = group.size() > 1 ? std::min(zero, 1) : 0;
+    critic_dp_ = MakeDataParallel(group, grad_accum, critic_zero, *critic, pool);
+  }
+}
+
+void TrainerRanks::BeginSlot(parallel::DataParallel& dp, int index, model::Llama& model,
+                             const kernels::KernelCtx& ctx) {
+  dp.BeginMicroBatch(index);
+  if (model.params().has_grads()) model.ZeroGrads(ctx);  // (ZeRO-2: each unit's slot is zeroed)
+}
+
+void TrainerRanks::AddReduction(parallel::DataParallel& dp, model::Llama& model,
+                                model::StepHooks& hooks) {
+  hooks.grads_ready = [&dp](int64_t from) { dp.OnGradsReady(from); };
+  if (dp.options().zero >= 2) {
+    hooks.before_backward = [&dp, &model](int unit) {
+      model.BindUnitGrads(unit, dp.BeginUnitBackward(unit));
+    };
+  }
+}
+
+void TrainerRanks::EmptySlot(parallel::DataParallel& dp, const model::Llama& model) {
+  if (dp.options().zero < 2) return dp.OnGradsReady(0);
+  for (int unit = model.num_units() - 1; unit >= 0; --unit) {  // in the backward's order
+    dp.BeginUnitBackward(unit);
+    dp.OnGradsReady(model.unit_begin(unit));
+  }
 }
 
 void TrainerRanks::GatherWeights(parallel::DataParallel& dp, model::Llama& model,

@@ -1,6 +1,6 @@
 // The ranks that train an RL run together, and how a step's work is cut
 // among them: data parallelism as `anvil train`'s (parallel/data_parallel.h,
-// ZeRO-0 or ZeRO-1), with the same order of sums.
+// ZeRO-0, 1 or 2), with the same order of sums.
 //
 // An update's rows are cut into S = ranks x grad_accum contiguous slots, in
 // order; micro-batch i of rank r is slot i * ranks + r, and the update's
@@ -37,10 +37,12 @@ namespace anvil::rl {
 class TrainerRanks {
  public:
   // `group`: the trainer ranks (a group of one: this process alone);
-  // `grad_accum` micro-batches per rank and update; `zero` 0 or 1 (each
-  // rank's optimizers then hold the shard of parallel::ZeroShardCounts);
-  // `critic`: PPO's separate critic model, or null. The group, models and
-  // pool must outlive this.
+  // `grad_accum` micro-batches per rank and update; `zero` 0, 1 (each
+  // rank's optimizers then hold the shard of parallel::ZeroShardCounts) or
+  // 2 (and its shard of the gradient: `policy` is built without its whole
+  // grads, PolicyOptions::whole_grads); `critic`: PPO's separate critic
+  // model, or null (at most ZeRO-1: a trunk without its LM head holds its
+  // whole buffers). The group, models and pool must outlive this.
   TrainerRanks(comm::Group& group, int grad_accum, int zero, model::Llama& policy,
                model::Llama* critic, ThreadPool& pool);
 
@@ -56,6 +58,16 @@ class TrainerRanks {
   std::pair<int64_t, int64_t> Share(int64_t n) const { return Share(n, rank()); }
 
   parallel::DataParallel& policy_dp() { return *policy_dp_; }
+  // A slot's backward through `model`, reduced by `dp` (its policy_dp or
+  // critic_dp): BeginSlot before it (waits for the reductions still reading
+  // the grads, and zeroes them); AddReduction sets the hooks of its
+  // ForwardBackward (under ZeRO-2 each unit's backward writes a zeroed slot
+  // of dp's); a slot without rows calls EmptySlot instead (it adds zeros).
+  static void BeginSlot(parallel::DataParallel& dp, int index, model::Llama& model,
+                        const kernels::KernelCtx& ctx);
+  static void AddReduction(parallel::DataParallel& dp, model::Llama& model,
+                           model::StepHooks& hooks);
+  static void EmptySlot(parallel::DataParallel& dp, const model::Llama& model);
   parallel::DataParallel* critic_dp() { return critic_dp_.get(); }
   // After an optimizer step on `dp`'s gradient (ZeRO-1: this rank's shard of
   // `model`'s weights): every rank's updated weights on every rank, and the
