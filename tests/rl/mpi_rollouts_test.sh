@@ -68,6 +68,13 @@ grep -q "sft.zero = 2: each of the 2 trainer ranks holds its shard of AdamW's st
   "$work/sft-zero2.log" || { cat "$work/sft-zero2.log"; fail "sft ZeRO-2 banner"; }
 cmp -s "$work/sft-acc/step_12/model.safetensors" "$work/sft-zero2/step_12/model.safetensors" \
   || fail "sft: ZeRO-2 and ZeRO-0 differ"
+# ZeRO-2 keeps no whole gradient, which tied embeddings need: refused.
+if mpi 2 sft --config "$repo/configs/sft-addition.toml" --out "$work/sft-tied" "${micro[@]}" \
+    --set model.tie_embeddings=true --set sft.zero=2 > "$work/sft-tied.log" 2>&1; then
+  fail "sft.zero = 2 with tied embeddings was accepted"
+fi
+grep -q "ZeRO-2 needs a model with untied embeddings" "$work/sft-tied.log" \
+  || { cat "$work/sft-tied.log"; fail "tied embeddings under ZeRO-2 not explained"; }
 cp -r "$work/sft-zero" "$work/sft-zero-resumed"
 rm -rf "$work/sft-zero-resumed/step_12"
 echo step_6 > "$work/sft-zero-resumed/latest"
@@ -177,6 +184,8 @@ dp_pair dp-zero2 2 2 --set rl.max_staleness=0 --set rl.zero=2 --set rl.algorithm
 same "$work/dp-critic-1" "$work/dp-zero2-n"
 dp_pair dp-zero2-rollout-rank 3 4 --set rl.grad_accum=2 --set rl.zero=2
 same "$work/dp-rollout-rank-1" "$work/dp-zero2-rollout-rank-n"
+dp_pair dp-zero2-ppo 2 2 --set rl.max_staleness=0 --set rl.zero=2 --set rl.algorithm='"ppo"'
+same "$work/dp-ppo-1" "$work/dp-zero2-ppo-n"
 # fp8-delayed: the amaxes of every update are max-reduced over the ranks, so
 # their scales stay the one process's (a separate critic's too).
 dp_pair dp-delayed 2 2 --set rl.max_staleness=0 --set rl.precision='"fp8-delayed"' --set rl.zero=1

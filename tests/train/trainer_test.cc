@@ -86,7 +86,9 @@ TEST_F(TrainerTest, AStepThatOutrunsTheMeasuredPeakMeasuresItAgain) {
   EXPECT_EQ((*t)->peak_gflops(), 1e6);
   const auto machine = ReadFile(run_ + "/machine.json");
   ASSERT_TRUE(machine.ok());
-  EXPECT_EQ(nlohmann::json::parse(*machine)["peak_gflops"].get<double>(), 1e6) << *machine;
+  const nlohmann::json j = nlohmann::json::parse(*machine);
+  EXPECT_EQ(j["peak_gflops"].get<double>(), 1e6) << *machine;
+  EXPECT_EQ(j["peak_source"].get<std::string>(), "measured again at step 1 (startup: 0.0)");
 }
 
 TEST_F(TrainerTest, RunWritesMetricsCheckpointsAndTrace) {

@@ -10,7 +10,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,8 +26,8 @@ namespace {
 std::atomic<pid_t> g_groups[kMaxChildGroups];  // 0: a free slot
 std::atomic<int> g_spawning{0};
 std::atomic<bool> g_ending{false};
-// This process's end of the keeper's socket (-1: no keeper yet), and the
-// process that started it: a fork's child inherits both and starts its own.
+// This process's end of the keeper's socket (-1: none), and the process
+// whose keeper it is: a fork's child inherits both and starts its own.
 std::atomic<int> g_keeper{-1};
 std::atomic<pid_t> g_keeper_of{0};
 std::mutex g_keeper_start;
@@ -43,52 +43,48 @@ bool Track(pid_t pgid) {
   return false;
 }
 
-// +pgid: tracked; -pgid: untracked (or ended by this process). One datagram
-// each; a keeper gone (killed by hand) costs nothing but its service.
-void TellKeeper(int32_t message) {
+// "+pgid" (tracked) or "-pgid" (untracked, or ended by this process) as a
+// line to the keeper; async-signal-safe. `wait` false (a signal handler's):
+// a keeper stopped with a full socket loses the line rather than hang the
+// handler. A keeper gone (killed by hand) costs nothing but its service.
+void TellKeeper(char sign, pid_t pgid, bool wait = true) {
   const int fd = g_keeper.load();
-  if (fd < 0) return;
-  while (send(fd, &message, sizeof message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  if (fd < 0 || g_keeper_of.load() != getpid()) return;
+  char line[16];
+  int at = sizeof line;
+  line[--at] = '\n';
+  auto v = static_cast<unsigned>(pgid);
+  do {
+    line[--at] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  line[--at] = sign;
+  const int flags = MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT);
+  while (send(fd, line + at, sizeof line - at, flags) < 0 && errno == EINTR) {
   }
 }
 
-// The keeper, in the child of a fork of a process that may run many threads:
-// async-signal-safe calls only, every signal but SIGKILL blocked (the
-// spawning thread's mask; the terminal's Ctrl-C reaches this process's group,
-// and the keeper must outlive the process it watches), no descriptor but its
-// socket (one held open here would keep a pipe of the parent's from closing).
-[[noreturn]] void Keep(int socket) {
-  setpgid(0, 0);
-  prctl(PR_SET_NAME, "anvil-keeper", 0, 0, 0);
-  if (socket != 3) {
-    dup2(socket, 3);
-    close(socket);
-  }
-  const int null = open("/dev/null", O_RDWR);
-  for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
-  close_range(4, ~0U, 0);
-  pid_t groups[kMaxChildGroups] = {};
-  for (;;) {
-    int32_t message = 0;
-    const ssize_t got = recv(3, &message, sizeof message, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got != static_cast<ssize_t>(sizeof message)) break;  // 0: the process ended
-    const pid_t find = message > 0 ? 0 : -message;
-    for (pid_t& g : groups) {
-      if (g == find) {
-        g = message > 0 ? message : 0;
-        break;
-      }
-    }
-  }
-  for (const pid_t g : groups) {
-    if (g > 0) kill(-g, SIGKILL);
-  }
-  _exit(0);
-}
+// The keeper: a shell reading those lines from fd 3 until the socket closes,
+// which it does when this process ends, however it ends; then it kills the
+// groups still tracked. A program of its own (posix_spawn), not a fork:
+// a fork would hold on to this process's pages (every page written after
+// it copied for this process, the old one kept for the keeper), and an MPI
+// library's registered memory does not survive a fork. (A group whose
+// processes have all ended may see its id reused before the keeper's kill;
+// that comes within milliseconds of this process's end, and Linux hands out
+// ids in increasing order, so the window is all but closed.)
+constexpr const char* kKeeperScript =
+    "g=' '\n"
+    "while IFS= read -r m; do\n"
+    "  case $m in\n"
+    "    +*) g=\"$g${m#+} \" ;;\n"
+    "    -*) case $g in *\" ${m#-} \"*) g=\"${g%% ${m#-} *} ${g#* ${m#-} }\" ;; esac ;;\n"
+    "  esac\n"
+    "done <&3\n"
+    "for p in $g; do kill -9 \"-$p\" 2>/dev/null; done\n";
 
-// Starts this process's keeper unless it has one (a failure leaves none:
-// the groups then end only as before).
+// Starts this process's keeper unless it has one. A failure leaves none (the
+// groups then end only as child_groups.h says SIGKILL's could not).
 void EnsureKeeper() {
   const pid_t self = getpid();
   if (g_keeper_of.load() == self) return;
@@ -96,21 +92,51 @@ void EnsureKeeper() {
   if (g_keeper_of.load() == self) return;
   const int inherited = g_keeper.exchange(-1);
   if (inherited >= 0) close(inherited);  // the parent's keeper's, after a fork
-  g_keeper_of.store(self);
+  // (published last: a thread that sees g_keeper_of sees the socket too)
+  const auto done = [&](int fd) {
+    g_keeper.store(fd);
+    g_keeper_of.store(self);
+  };
   int ends[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) return;
-  // _Fork: no atfork handlers (an MPI library's or a BLAS's) run for it.
-  const pid_t keeper = _Fork();
-  if (keeper == 0) {
-    close(ends[0]);
-    Keep(ends[1]);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return done(-1);
+  // The keeper's end on fd 3 (dup2 onto itself would keep close-on-exec).
+  if (ends[1] == 3) {
+    const int moved = fcntl(ends[1], F_DUPFD_CLOEXEC, 4);
+    close(ends[1]);
+    ends[1] = moved;
   }
-  close(ends[1]);
-  if (keeper < 0) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDWR, 0);
+  posix_spawn_file_actions_adddup2(&actions, 0, 1);
+  posix_spawn_file_actions_adddup2(&actions, 0, 2);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  // A group of its own, every signal blocked: the terminal's Ctrl-C (sent to
+  // this process's group) and a kill of this process's group by name or id
+  // must not end it before the process it watches.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all;
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  const char* argv[] = {"anvil-keeper", "-c", kKeeperScript, nullptr};
+  const char* envp[] = {nullptr};
+  pid_t keeper = 0;
+  const int spawned =
+      ends[1] < 0 ? -1
+                  : posix_spawn(&keeper, "/bin/sh", &actions, &attr, const_cast<char* const*>(argv),
+                                const_cast<char* const*>(envp));
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (ends[1] >= 0) close(ends[1]);
+  if (spawned != 0) {
     close(ends[0]);
-    return;
+    return done(-1);
   }
-  g_keeper.store(ends[0]);
+  done(ends[0]);
 }
 
 }  // namespace
@@ -126,7 +152,7 @@ pid_t SpawnTrackedGroup(const std::function<pid_t()>& spawn) {
   if (!g_ending.load()) {
     EnsureKeeper();
     pgid = spawn();
-    if (pgid > 0 && Track(pgid)) TellKeeper(pgid);
+    if (pgid > 0 && Track(pgid)) TellKeeper('+', pgid);
   }
   g_spawning.fetch_sub(1);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -137,7 +163,7 @@ void UntrackChildGroup(pid_t pgid) {
   if (pgid <= 0) return;  // (0 marks a free slot)
   for (std::atomic<pid_t>& slot : g_groups) {
     pid_t tracked = pgid;
-    if (slot.compare_exchange_strong(tracked, 0)) return TellKeeper(-pgid);
+    if (slot.compare_exchange_strong(tracked, 0)) return TellKeeper('-', pgid);
   }
 }
 
@@ -149,7 +175,7 @@ void EndChildGroups() {
     const pid_t pgid = slot.load();
     if (pgid > 0) {
       kill(-pgid, SIGKILL);
-      TellKeeper(-pgid);  // its id may be reused once this process is gone
+      TellKeeper('-', pgid, /*wait=*/false);  // its id may be reused once this process is gone
     }
   }
 }

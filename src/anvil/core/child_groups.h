@@ -4,9 +4,9 @@
 // a second stop signal (train/progress.cc), a failed CHECK (core/check.cc)
 // and an MPI job's abort (comm/mpi_world.cc). What no handler sees (SIGKILL:
 // the kernel's OOM killer, mpirun's last word) leaves the groups to a keeper:
-// a process forked at the first spawn that learns of every group tracked and
-// untracked over a socket, and kills those still tracked when the socket
-// closes, which it does when this process ends, however it ends.
+// a small shell started at the first spawn that learns of every group
+// tracked and untracked over a socket, and kills those still tracked when
+// the socket closes, which it does when this process ends, however it ends.
 #pragma once
 
 #include <sys/types.h>

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -105,6 +106,38 @@ TEST(ChildGroupsTest, AKilledProcessStillEndsItsTrackedGroups) {
   }
   EXPECT_TRUE(dead) << "a tracked group outlived the process killed by SIGKILL";
   EXPECT_TRUE(untracked_alive) << "the keeper killed an untracked group";
+}
+
+// The keeper is a program of its own (not a fork holding this process's
+// pages), in a group of its own.
+TEST(ChildGroupsTest, TheKeeperIsAProgramOfItsOwn) {
+  const pid_t group = SpawnTrackedGroup(ForkGroup);
+  ASSERT_GT(group, 0);
+  pid_t keeper = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string argv0;
+    std::getline(std::ifstream(entry.path() / "cmdline"), argv0, '\0');
+    if (argv0 == "anvil-keeper" && getpgid(std::stoi(name)) == std::stoi(name) &&
+        std::ifstream(entry.path() / "stat").good()) {
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      int ppid = 0;
+      std::sscanf(line.c_str() + paren + 2, "%*c %d", &ppid);
+      if (ppid == getpid()) keeper = std::stoi(name);
+    }
+  }
+  UntrackChildGroup(group);
+  kill(group, SIGKILL);
+  int status = 0;
+  waitpid(group, &status, 0);
+  ASSERT_GT(keeper, 0) << "no keeper process of this one";
+  EXPECT_NE(std::filesystem::read_symlink("/proc/" + std::to_string(keeper) + "/exe"),
+            std::filesystem::read_symlink("/proc/self/exe"))
+      << "the keeper runs this program's image (a fork)";
 }
 
 // (last: the end cannot be undone in this process)

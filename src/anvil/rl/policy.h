@@ -4,7 +4,7 @@
 // checkpoint is self-contained: beside the Hugging Face weights
 // (model.safetensors, config.json) it holds its tokenizer.json, so
 // `anvil generate --ckpt` works on it without the data it came from, plus
-// AdamW's state (optimizer.safetensors, or under ZeRO-1 one file per trainer
+// AdamW's state (optimizer.safetensors, or under ZeRO-1/2 one file per trainer
 // rank: optimizer-00000-of-00002.safetensors ...), state.json (the run's
 // counters) and config.toml.
 #pragma once

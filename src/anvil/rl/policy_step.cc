@@ -157,8 +157,8 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
   std::unique_ptr<TrainerRanks> own_ranks;
   if (trainer_ranks == nullptr) {
     alone = comm::MakeLocalGroup("trainer");
-    own_ranks =
-        std::make_unique<TrainerRanks>(*alone, 1, /*zero=*/0, model, critic.trunk, ctx.pool());
+    const int zero = model.params().has_grads() ? 0 : 2;  // (a model built for ZeRO-2)
+    own_ranks = std::make_unique<TrainerRanks>(*alone, 1, zero, model, critic.trunk, ctx.pool());
     trainer_ranks = own_ranks.get();
   }
   TrainerRanks& ranks = *trainer_ranks;
@@ -438,7 +438,7 @@ Result<PolicyStepResult> TrainOnRollouts(model::Llama& model, optim::AdamW& adam
       }
       const float clip_scale = optim::ClipScale(norm, grad_clip);
       adamw.Step(ctx, lr, clip_scale, params.weights(), grads, params.bf16());
-      ranks.GatherWeights(ranks.policy_dp(), model, ctx);  // ZeRO-1: the other ranks' shards
+      ranks.GatherWeights(ranks.policy_dp(), model, ctx);  // ZeRO-1/2: the other ranks' shards
       if (separate) {
         // The critic's own step: the value loss's gradient at its features
         // (it has no LM head), clipped on its own norm.

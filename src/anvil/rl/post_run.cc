@@ -63,7 +63,7 @@ Status PostRun::Init(Config config, const std::string& kind, const PostRunOption
       .max_batch = max_batch,
       .threads = static_cast<int>(run_.threads),
       .fp8_settings = model::IsFp8(run_.precision) ? &config_ : nullptr,
-      .whole_grads = run_.zero < 2,
+      .whole_grads = zero_stage() < 2,
       .verify = options_.resume ? io::CheckpointRead::kAll : io::CheckpointRead::kModel};
   if (options_.resume) {
     ASSIGN_OR_RETURN(Policy p, LoadPolicy(options_.run_dir, policy_options, &loaded_from_));
@@ -368,8 +368,10 @@ void PostRun::SetTrainerSlots(int ranks, int grad_accum, const std::string& what
     const double shard = static_cast<double>(adamw_->shard().size()) / kMiB;
     const double whole = static_cast<double>(adamw_->size()) / kMiB;
     const std::string grads =
-        run_.zero >= 2 ? fmt::format(" and of the gradient ({:.1f} MiB here of {:.1f} MiB)",
-                                     4 * shard, 4 * whole)
+        run_.zero >= 2 ? fmt::format(
+                             " and of the gradient ({:.1f} MiB here of {:.1f} MiB, plus two "
+                             "buffers of the largest unit's)",
+                             4 * shard, 4 * whole)
                        : "";
     hooks.on_message(fmt::format(
         "{}.zero = {}: each of the {} trainer ranks holds its shard of AdamW's state ({:.1f} MiB "

@@ -185,10 +185,10 @@ class PostRun {
   bool sharded() const {
     return run_.zero >= 1 && options_.trainers != nullptr && options_.trainers->size() > 1;
   }
-  // The ZeRO stage the trainer ranks run (TrainerRanks): <kind>.zero, but
-  // 0 for ZeRO-1 on one rank (nothing to shard). ZeRO-2 stays 2 there: the
-  // policy was built without its whole gradient.
-  int zero_stage() const { return run_.zero >= 2 ? 2 : sharded() ? 1 : 0; }
+  // The ZeRO stage the trainer ranks run (TrainerRanks, and so whether the
+  // policy holds its whole gradient): <kind>.zero, or 0 on one rank
+  // (nothing to shard; ZeRO-2 would only add its unit slots).
+  int zero_stage() const { return sharded() ? static_cast<int>(run_.zero) : 0; }
   train::MetricsWriter& metrics() { return *metrics_; }
   double seconds() const { return watch_.Seconds(); }
 

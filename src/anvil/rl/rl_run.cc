@@ -252,7 +252,7 @@ constexpr const char* kValueOptimizerFile = "value_head_optimizer.safetensors";
 // rl.critic = "separate": the critic model's weights (one flat f32 file) and AdamW state.
 constexpr const char* kCriticFile = "critic.safetensors";
 // Its AdamW state: critic_optimizer.safetensors, or one file per trainer
-// rank under rl.zero = 1 (io::ShardFileName).
+// rank under rl.zero >= 1 (io::ShardFileName).
 constexpr const char* kCriticOptimizerPrefix = "critic_optimizer";
 // rl.max_staleness = 1: the weights the next step's samples are drawn from.
 constexpr const char* kSnapshotFile = "rollout_snapshot.safetensors";

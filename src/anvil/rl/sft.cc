@@ -232,7 +232,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     const double lr = run->LrAt(run->step());
     run->adamw().Step(ctx, lr, optim::ClipScale(grad_norm, rc.optim.grad_clip), params.weights(),
                       grads, params.bf16());
-    slots.GatherWeights(dp, model, ctx);  // ZeRO-1: the other ranks' shards
+    slots.GatherWeights(dp, model, ctx);  // ZeRO-1/2: the other ranks' shards
     run->StepDone();
     tokens_seen += batch_size * t_len;
     train::StepMetrics m;

@@ -69,7 +69,7 @@ class TrainerRanks {
                            model::StepHooks& hooks);
   static void EmptySlot(parallel::DataParallel& dp, const model::Llama& model);
   parallel::DataParallel* critic_dp() { return critic_dp_.get(); }
-  // After an optimizer step on `dp`'s gradient (ZeRO-1: this rank's shard of
+  // After an optimizer step on `dp`'s gradient (ZeRO-1/2: this rank's shard of
   // `model`'s weights): every rank's updated weights on every rank, and the
   // bf16 copy rewritten from them (a no-op at ZeRO-0).
   void GatherWeights(parallel::DataParallel& dp, model::Llama& model,

@@ -30,15 +30,6 @@ std::string HostName() {
   return buf;
 }
 
-std::string UtcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // Display labels of the keys WriteMachineJson writes; other keys show as-is.
 std::string Label(const std::string& key) {
   static const std::pair<const char*, const char*> kLabels[] = {
@@ -73,6 +64,15 @@ std::string Display(const std::string& key, const nlohmann::ordered_json& v) {
 
 }  // namespace
 
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 Status WriteMachineJson(const std::string& path, const RunMachine& run) {
   const profile::MachineInfo m = profile::DescribeMachine();
   nlohmann::ordered_json j;
@@ -84,11 +84,13 @@ Status WriteMachineJson(const std::string& path, const RunMachine& run) {
   j["cpu_features"] = GetCpuFeatures().ToString();
   j["precision"] = run.precision;
   j["peak_gflops"] = run.peak_gflops;
-  j["peak_source"] = run.peak_measured ? "measured at startup" : "given by the caller";
+  j["peak_source"] = !run.peak_measured      ? "given by the caller"
+                     : run.peak_note.empty() ? "measured at startup"
+                                             : run.peak_note;
   j["anvil_version"] = ANVIL_REPORT_VERSION;
   j["git_commit"] = ANVIL_REPORT_GIT_COMMIT;
   j["hostname"] = HostName();
-  j["started_at"] = UtcNow();
+  j["started_at"] = run.started_at.empty() ? UtcNow() : run.started_at;
   return WriteFileAtomic(path, j.dump(2) + "\n");
 }
 

@@ -14,12 +14,17 @@ namespace anvil::train {
 
 // What only the trainer knows; the rest (CPU, features, version) is read here.
 struct RunMachine {
-  int threads = 0;           // the trainer's thread pool
-  std::string isa;           // the SIMD tier the kernels dispatch to
-  std::string precision;     // f32 / bf16: which peak the MFU divides by
-  double peak_gflops = 0;    // the MFU denominator
-  bool peak_measured = true; // false: given by the caller (tests, bench)
+  int threads = 0;              // the trainer's thread pool
+  std::string isa;              // the SIMD tier the kernels dispatch to
+  std::string precision;        // f32 / bf16: which peak the MFU divides by
+  double peak_gflops = 0;       // the MFU denominator
+  bool peak_measured = true;    // false: given by the caller (tests, bench)
+  std::string peak_note = {};   // how it was measured, if not at startup alone
+  std::string started_at = {};  // the session's start (UTC); empty: now
 };
+
+// The time now as machine.json's started_at writes it (2026-12-05T17:06:30Z).
+std::string UtcNow();
 
 // Writes path atomically: cpu, cores, memory, features, tier, peak, anvil
 // version and commit, host and time. A resume overwrites it, so it describes

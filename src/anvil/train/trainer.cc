@@ -191,6 +191,7 @@ Status Trainer::Init(Config config, const RunOptions& options) {
   // Only now, with the run accepted: a refused resume (other data or
   // precision given with --set) must not overwrite the config that
   // `anvil train --resume` reads back.
+  started_at_ = UtcNow();
   Status written = WriteFileAtomic(dir + "/config.toml", resolved_config());
   if (written.ok()) written = WriteMachine();
   if (written.ok() && options_.probe && root()) {
@@ -341,7 +342,9 @@ Status Trainer::WriteMachine() const {
                                      .isa = IsaName(ctx_->isa()),
                                      .precision = model::PrecisionName(train_.precision),
                                      .peak_gflops = peak_gflops_,
-                                     .peak_measured = options_.peak_gflops <= 0});
+                                     .peak_measured = options_.peak_gflops <= 0,
+                                     .peak_note = peak_note_,
+                                     .started_at = started_at_});
 }
 
 // Seen on a shared Zen 3: 121 of its 205 GFLOP/s at startup, and the steps
@@ -356,13 +359,21 @@ void Trainer::RecheckPeak(StepMetrics& m, const std::function<void(const std::st
   }
   world_->Broadcast(std::span<double>(&again, 1), 0);
   const double before = peak_gflops_, outran = m.mfu;
-  peak_gflops_ = std::max(before, again);
+  if (again <= before) {
+    message(fmt::format(
+        "step {} ran at {:.0f}% of the measured peak ({:.1f} GFLOP/s); measured again: {:.1f}, "
+        "kept (MFU above 100% then says the FLOP count is above what the step ran)",
+        m.step, 100 * outran, before, again));
+    return;
+  }
+  peak_gflops_ = again;
   m.mfu *= before / peak_gflops_;
   message(fmt::format(
       "step {} ran at {:.0f}% of the peak measured at startup ({:.1f} GFLOP/s), which another "
-      "process must have slowed; measured again: {:.1f} GFLOP/s, MFU from here on against {:.1f}",
-      m.step, 100 * outran, before, again, peak_gflops_));
-  if (root() && peak_gflops_ > before) {
+      "process must have slowed; measured again: {:.1f} GFLOP/s, the MFU from here on",
+      m.step, 100 * outran, before, again));
+  peak_note_ = fmt::format("measured again at step {} (startup: {:.1f})", m.step, before);
+  if (root()) {
     const Status written = WriteMachine();
     if (!written.ok()) message(fmt::format("machine.json not rewritten: {}", written.ToString()));
   }

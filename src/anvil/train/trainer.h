@@ -62,8 +62,9 @@ struct RunOptions {
   bool probe = false;            // write run_dir/probe.jsonl (probe.h) of train.probe_steps steps
   std::string probe_fault = {};  // "NAME=FACTOR": scale a probed tensor (testing the probe)
   double peak_gflops = 0;        // MFU denominator; 0: measure at startup
-  // Measures the peaks when peak_gflops is 0: at startup, and once more if a
-  // step outruns them (Trainer::RecheckPeak). Null: profile::MeasurePeakFlops.
+  // Measures the peaks: at startup when peak_gflops is 0 or a precision
+  // choice is "auto", and once more if a step outruns the measured one
+  // (Trainer::RecheckPeak). Null: profile::MeasurePeakFlops.
   std::function<profile::PeakFlops(ThreadPool&)> measure_peak = nullptr;
   bool write_metrics = true;     // metrics.jsonl (rank 0)
   // The job's ranks (comm::InitWorld); null: this process alone.
@@ -186,7 +187,7 @@ class Trainer {
   // process held the cores while it was measured. Measures again (rank 0,
   // once a session), keeps the larger, corrects `m` and machine.json.
   void RecheckPeak(StepMetrics& m, const std::function<void(const std::string&)>& message);
-  Status WriteMachine() const;  // run_dir/machine.json
+  Status WriteMachine() const;  // run_dir/machine.json of machine_
 
   RunOptions options_;
   std::shared_ptr<comm::Group> world_;
@@ -217,6 +218,8 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;
   double peak_gflops_ = 0;
   bool peak_rechecked_ = false;
+  std::string peak_note_;  // machine.json's peak_source after RecheckPeak
+  std::string started_at_;
   double flops_per_token_ = 0;
   int64_t memory_estimate_ = 0;
   std::string resume_note_;
