@@ -44,10 +44,21 @@ constexpr int64_t kStreamingBytes = int64_t{8} << 20;
 // on a Zen 5, 2 threads): f32 1x768x3072 +31%, 1x1024x1024 +24%, 1x3072x768
 // +9%, bf16 1x3072x768 +11%, the rest level; shorter groups (2-4 rows) lost
 // in bf16, prefetches from L3 lost 15-30%, no prefetches from DRAM 10%.
+// On a real AVX2 host (Zen 3, L2 512 KiB) f32 groups four times longer (32
+// rows, 12 KiB of B per strip) won while B is well inside the L3 (median
+// paired ratios of 7 alternating runs, 2 threads: 1x768x3072 1.26x,
+// 1x768x768 1.27x, 1x512x1376 1.08x, 1x2752x512 1.05x, 1x3072x768 level)
+// and lost from 16 MiB on (1x16384x512, 32 MiB: 0.73x): there a strip's
+// rows, a page or more apart, are more streams than the prefetchers follow.
+// bf16 rows four times as many (64) came out level (1.09x to 0.94x by shape).
 constexpr int64_t kOneRowStreamingBytes = int64_t{32} << 20;
 constexpr int64_t kOneRowL2Bytes = int64_t{1} << 20;
+constexpr int64_t kOneRowLongGroupBytes = int64_t{16} << 20;  // B below this: f32 long groups
 template <typename T>
 constexpr int64_t kOneRowGroup = 32 / sizeof(T);
+template <typename T>
+constexpr int64_t kOneRowLongGroup =
+    std::is_same_v<T, float> ? 4 * kOneRowGroup<T> : kOneRowGroup<T>;
 // Floats of f32 partials per buffer (block sum and running sum): 2 x 8 KiB,
 // within the 32 KiB L1 of AVX2 parts (a bf16 A's widened block adds 8 KiB).
 constexpr int64_t kPartialFloats = 2048;
@@ -215,7 +226,11 @@ void Rows(const Problem& p, const Region& r, const Buffers& buf) {
   constexpr int kNv = M == 1 ? 12 : M <= 2 ? 6 : M == 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
   constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
   const bool from_l3 = M == 1 && p.k * (r.n1 - r.n0) * int64_t{sizeof(T)} > kOneRowL2Bytes;
-  const int64_t group = kPrefetch ? kGroup : from_l3 ? kOneRowGroup<T> : kAvx2.kc;
+  const bool long_groups = p.k * p.n * int64_t{sizeof(T)} < kOneRowLongGroupBytes;
+  const int64_t group = kPrefetch     ? kGroup
+                        : !from_l3    ? kAvx2.kc
+                        : long_groups ? kOneRowLongGroup<T>
+                                      : kOneRowGroup<T>;
   for (int64_t j = r.n0; j < r.n1; j += kWidth) {
     Panel<T, M, kNv, kTransA, kPrefetch>(p, j, Min(kWidth, r.n1 - j), group, buf);
   }
