@@ -336,18 +336,21 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
       }
     }
   }
-  // B over 8 MiB takes the DRAM-streaming sweep order (row groups, prefetch);
-  // on AVX2 one row (each thread's part of B past its L2) takes the L3 walk
-  // up to 32 MiB: shorter row groups, no prefetch.
-  for (Trans ta : {Trans::kN, Trans::kT}) {
-    const Problem<T, TC> big(80, 2100, 2100, ta, Trans::kN, true, 501);
-    for (const Tier& tier : GemmTiers()) {
-      if (tier.isa == Isa::kScalar) continue;  // one path only
-      const KernelCtx ctx = Ctx(pool, tier);
-      const std::vector<TC> packed = big.Rows(ctx, 80);
-      for (int64_t m : {1, 3, 8}) {
-        ExpectSameRows(big.Rows(ctx, m), packed,
-                       Name(big.g, tier, dtypes) + " M=" + std::to_string(m));
+  // Larger B: on AVX2 (AVX-512 past 8 MiB) B over 12 MiB takes the
+  // DRAM-streaming sweep order (row groups, prefetch); one row (each
+  // thread's part of B past its L2) takes the L3 walk up to 32 MiB, its f32
+  // row groups longer below 16 MiB.
+  for (const int64_t n : {1100, 2520}) {
+    for (Trans ta : {Trans::kN, Trans::kT}) {
+      const Problem<T, TC> big(80, n, n, ta, Trans::kN, true, 501);
+      for (const Tier& tier : GemmTiers()) {
+        if (tier.isa == Isa::kScalar) continue;  // one path only
+        const KernelCtx ctx = Ctx(pool, tier);
+        const std::vector<TC> packed = big.Rows(ctx, 80);
+        for (int64_t m : {1, 3, 8}) {
+          ExpectSameRows(big.Rows(ctx, m), packed,
+                         Name(big.g, tier, dtypes) + " M=" + std::to_string(m));
+        }
       }
     }
   }

@@ -32,8 +32,12 @@ template <bool kEdge>
 // B rows per sweep of a panel; partials reload once per group.
 constexpr int64_t kGroup = 16;
 // B larger than this streams from DRAM: prefetch the next group's lines
-// (as the AVX-512 unit; below it, strips run down a whole K block).
-constexpr int64_t kStreamingBytes = int64_t{8} << 20;
+// (as the AVX-512 unit; below it, strips run down a whole K block). 8 MiB
+// before a real Zen 3 (32 MiB of L3) measured f32 B of 9-11 MiB faster
+// walked from L3 (paired medians of 7 alternating runs, 2 threads: 2, 4
+// and 8 x 3072 x 768 1.23x, 1.17x, 1.18x; 8 x 768 x 3072 1.06x; 8 x 2752 x
+// 1024 1.04x; bf16 level) and 16 MiB slower (8 x 4096 x 1024 0.83x).
+constexpr int64_t kStreamingBytes = int64_t{12} << 20;
 // One row of A reads each B element once, so where B sits picks the walk.
 // From DRAM (past the L3 of one Zen CCD, 32 MiB, as infer's
 // kCachedWeightBytes): groups of kGroup with prefetches. From L3 (a thread's
@@ -97,6 +101,11 @@ template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
                                          int64_t n, int64_t tail, float* part, int64_t ld) {
   if constexpr (M == 1) {
     return GroupOneRow<T, NV, kEdge, kPrefetch>(a, kTransA ? lda : 1, b, ldb, n, tail, part);
+  } else if constexpr (M > 4 && NV == 3) {
+    // Rows 0-3, then the rest, over the same B rows (from L1 the second time).
+    Group<T, 4, NV, kEdge, kTransA, kPrefetch>(a, lda, b, ldb, n, tail, part, ld);
+    return Group<T, M - 4, NV, kEdge, kTransA, kPrefetch>(a + 4 * (kTransA ? 1 : lda), lda, b, ldb,
+                                                          n, tail, part + 4 * ld, ld);
   }
   __m256i mask[NV];
 #pragma GCC unroll 8
@@ -223,7 +232,19 @@ void Panel(const Problem& p, int64_t j0, int64_t w, int64_t group, const Buffers
 // panel is as wide as kPartialFloats allows.
 template <typename T, int M, bool kTransA, bool kPrefetch>
 void Rows(const Problem& p, const Region& r, const Buffers& buf) {
-  constexpr int kNv = M == 1 ? 12 : M <= 2 ? 6 : M == 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
+  // bf16 at 7-8 rows: two passes of 4 rows, 24 columns wide (Group); f32
+  // keeps one pass 8 wide (on a Zen 3, 7 alternating runs, 2 threads: bf16
+  // 8 x 768 x 3072 1.15x, 8 x 3072 x 768 1.14x, 8 x 768 x 768 1.12x, 8 x
+  // 16384 x 512 1.34x, the rest 1.01-1.22x; f32 0.79-1.06x, 5-6 rows so
+  // split 0.62-0.83x).
+  constexpr bool kTwoPasses = std::is_same_v<T, BF16> && M >= 7;
+  constexpr int kNv = M == 1       ? 12
+                      : M <= 2     ? 6
+                      : M == 3     ? 4
+                      : M == 4     ? 3
+                      : kTwoPasses ? 3
+                      : M <= 6     ? 2
+                                   : 1;
   constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
   const bool from_l3 = M == 1 && p.k * (r.n1 - r.n0) * int64_t{sizeof(T)} > kOneRowL2Bytes;
   const bool long_groups = p.k * p.n * int64_t{sizeof(T)} < kOneRowLongGroupBytes;
