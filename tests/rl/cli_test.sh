@@ -188,6 +188,14 @@ alive() {  # alive PGID: a process of the group that is not a zombie (awk reads 
   { cat /proc/[0-9]*/stat 2>/dev/null || true; } | sed 's/.*) //' \
     | awk -v g="$1" '$3 == g && $1 != "Z" { found = 1 } END { exit !found }'
 }
+left_after_5s() {  # left=1 while a waiting command's group still runs, for up to 5 s
+  for _ in $(seq 1 50); do
+    left=0
+    for g in $(cat "$work/waiting"); do alive "$g" && left=1; done
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+}
 kill -INT "$pid"
 sleep 0.5
 left=0
@@ -202,12 +210,7 @@ rc=0
 wait "$pid" || rc=$?
 rm "$work/arm"
 [ "$rc" = 130 ] || { cat "$work/rl-cmd-kill.log"; fail "a second Ctrl-C: exit code $rc, not 130"; }
-for _ in $(seq 1 50); do
-  left=0
-  for g in $(cat "$work/waiting"); do alive "$g" && left=1; done
-  [ "$left" = 0 ] && break
-  sleep 0.1
-done
+left_after_5s
 [ "$left" = 0 ] || fail "a second Ctrl-C left reward commands running"
 # SIGKILL, which anvil cannot see, ends them too (its keeper process does).
 rm -f "$work/calls" "$work/waiting"
@@ -219,12 +222,7 @@ for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
 kill -9 "$pid"
 wait "$pid" || true
 rm "$work/arm"
-for _ in $(seq 1 50); do
-  left=0
-  for g in $(cat "$work/waiting"); do alive "$g" && left=1; done
-  [ "$left" = 0 ] && break
-  sleep 0.1
-done
+left_after_5s
 if [ "$left" = 1 ]; then
   for g in $(cat "$work/waiting"); do kill -9 -- "-$g" 2>/dev/null || true; done
   fail "kill -9 of anvil left reward commands running"

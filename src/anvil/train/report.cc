@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -13,6 +12,7 @@
 
 #include "anvil/core/file_util.h"
 #include "anvil/train/report_config.h"
+#include "anvil/train/report_machine.h"
 #include "anvil/train/report_plot.h"
 
 namespace anvil::train {
@@ -58,15 +58,6 @@ pre { margin: 0; font: 12.5px/1.5 ui-monospace, "DejaVu Sans Mono", monospace;
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
 td code { overflow-wrap: anywhere; }  /* long run-folder paths wrap inside their cell */
 )css";
-
-std::string UtcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
 
 std::string Swatch(size_t run) {
   return fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>", kColors[run]);
@@ -345,7 +336,8 @@ std::string RenderReport(const std::vector<RunRecord>& runs) {
       "<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n<main>\n",
       HtmlEscape(title), kStyle);
   html += "<h1>" + HtmlEscape(title) + "</h1>\n";
-  html += fmt::format("<p class=\"sub\">generated {} by <code>anvil report</code>", UtcNow());
+  html += fmt::format("<p class=\"sub\">generated {} by <code>anvil report</code>",
+                      UtcNow("%Y-%m-%d %H:%M UTC"));
   if (runs.size() > 1) {
     html += fmt::format(" &middot; {}{} &middot; {}{}", Swatch(0), HtmlEscape(runs[0].name), Swatch(1),
                         HtmlEscape(runs[1].name));

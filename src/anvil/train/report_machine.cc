@@ -64,12 +64,12 @@ std::string Display(const std::string& key, const nlohmann::ordered_json& v) {
 
 }  // namespace
 
-std::string UtcNow() {
+std::string UtcNow(const char* format) {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), format, &tm);
   return buf;
 }
 

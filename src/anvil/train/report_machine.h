@@ -23,8 +23,9 @@ struct RunMachine {
   std::string started_at = {};  // the session's start (UTC); empty: now
 };
 
-// The time now as machine.json's started_at writes it (2026-12-05T17:06:30Z).
-std::string UtcNow();
+// The time now in UTC, strftime's `format` (by default as machine.json's
+// started_at writes it: 2026-12-05T17:06:30Z).
+std::string UtcNow(const char* format = "%Y-%m-%dT%H:%M:%SZ");
 
 // Writes path atomically: cpu, cores, memory, features, tier, peak, anvil
 // version and commit, host and time. A resume overwrites it, so it describes
