@@ -4,8 +4,8 @@
 # accuracy, every GRPO step reports a rollout-vs-trainer log-prob difference
 # of exactly 0 (f32, fp8-block, mxfp8), the RL checkpoint generates on its own (its tokenizer travels
 # with it), bad starts (or resumes that change the run) fail with a clear
-# message, and Ctrl-C does not wait for a user's reward commands (a second
-# one leaves none running, nor does a SIGKILL).
+# message, and Ctrl-C does not wait for a user's reward commands (nor
+# leaves any running, nor does a SIGKILL).
 # Usage: cli_test.sh ANVIL_BINARY SOURCE_DIR WORK_DIR
 set -euo pipefail
 anvil=$1
@@ -103,12 +103,14 @@ grep -q '"reward":0.0,.*"reward_errors":32' "$work/rl-cmd-fail/metrics.jsonl" \
   || fail "reward command failures not in metrics.jsonl"
 # Ctrl-C while reward commands run: they are killed (not waited for), the
 # step is dropped, and the run checkpoints as it stood before it, without a
-# held-out pass. Stopped in step 1, resumed, stopped in step 2 and resumed
-# again, the run ends where an uninterrupted one does, bit for bit (and
-# evaluates as often). The reward varies with the sample (the first digit
-# of its input's checksum), so the steps train; while $work/arm holds N,
-# the calls after the N-th wait until killed, each listing its process
-# group in $work/waiting.
+# held-out pass. Colocated: stopped in step 1, resumed, stopped in step 2
+# and resumed again; asynchronous (its checkpoint keeps the snapshot the
+# dropped step's samples came from): stopped in step 2 and resumed. Each
+# ends where an uninterrupted run does, bit for bit (and evaluates as
+# often). The reward varies with the sample (the first digit of its input's
+# checksum), so the steps train; while $work/arm holds N, the calls after
+# the N-th wait until killed, each listing its process group in
+# $work/waiting.
 cat > "$work/reward.sh" <<EOF
 input=\$(cat)
 if [ -f "$work/arm" ]; then
@@ -122,67 +124,6 @@ printf '%s\n' "\$input" | cksum | cut -c1
 EOF
 varying=(--set rl.reward_command="\"sh $work/reward.sh\"" --set rl.reward_timeout_s=60
          --set rl.steps=3)
-"$anvil" rl "${rl_short[@]}" "${varying[@]}" --out "$work/rl-cmd-ref" > "$work/rl-cmd-ref.log" 2>&1 \
-  || { cat "$work/rl-cmd-ref.log"; fail "rl with a varying reward"; }
-grep -q '"filtered_groups":[0-3],' "$work/rl-cmd-ref/metrics.jsonl" \
-  || { cat "$work/rl-cmd-ref/metrics.jsonl"; fail "no group's rewards varied: nothing trained"; }
-# arm_and_stop ARM STEP: a run (resumed, after step 1) armed with ARM,
-# stopped by Ctrl-C while its step STEP's commands wait.
-arm_and_stop() {
-  local armed=$1 step=$2
-  rm -f "$work/calls" "$work/waiting"
-  echo "$armed" > "$work/arm"
-  if [ "$step" = 1 ]; then
-    "$anvil" rl "${rl_short[@]}" "${varying[@]}" --out "$work/rl-cmd-stop" > "$work/stop$step.log" 2>&1 &
-  else
-    "$anvil" rl --resume "$work/rl-cmd-stop" > "$work/stop$step.log" 2>&1 &
-  fi
-  local pid=$!
-  for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
-  [ -f "$work/waiting" ] || { kill -9 "$pid"; cat "$work/stop$step.log"; fail "step $step: no command waited"; }
-  local stopped_at rc=0
-  stopped_at=$(date +%s)
-  kill -INT "$pid"
-  wait "$pid" || rc=$?
-  rm "$work/arm"
-  [ "$rc" = 0 ] || { cat "$work/stop$step.log"; fail "Ctrl-C during step $step's rewards: exit code $rc"; }
-  [ $(( $(date +%s) - stopped_at )) -lt 10 ] || { cat "$work/stop$step.log"; fail "Ctrl-C waited for the reward commands"; }
-  grep -q "stop requested during its rewards of step $step: the step is dropped" "$work/stop$step.log" \
-    || { cat "$work/stop$step.log"; fail "the dropped step $step not said"; }
-  [ "$(cat "$work/rl-cmd-stop/latest")" = "step_$((step - 1))" ] || fail "the run stopped in step $step is not at its checkpoint"
-  if grep -q "\"step\":$step," "$work/rl-cmd-stop/metrics.jsonl"; then fail "the dropped step $step was recorded"; fi
-  if [ "$step" -gt 1 ]; then  # (its last evaluation was at step 0)
-    grep -q "held-out accuracy [0-9.]*% at step 0;" "$work/stop$step.log" \
-      || { cat "$work/stop$step.log"; fail "step $step: the summary names no earlier evaluation"; }
-  fi
-}
-arm_and_stop 0 1   # (32 samples a step)
-arm_and_stop 32 2
-"$anvil" rl --resume "$work/rl-cmd-stop" > "$work/stop-done.log" 2>&1 \
-  || { cat "$work/stop-done.log"; fail "the last resume of the stopped run"; }
-/usr/bin/python3 - "$work/rl-cmd-ref/metrics.jsonl" "$work/rl-cmd-stop/metrics.jsonl" <<'PY' \
-  || fail "the stopped and resumed run's metrics are not the uninterrupted one's"
-import json, sys
-def load(path):
-    return [{k: v for k, v in json.loads(line).items() if "seconds" not in k and "per_s" not in k
-             and k != "mem_high_water"} for line in open(path)]
-a, b = load(sys.argv[1]), load(sys.argv[2])
-if a != b:
-    sys.exit("\n".join(map(str, a + ["vs"] + b)))
-PY
-for f in model optimizer; do
-  cmp -s "$work/rl-cmd-ref/step_3/$f.safetensors" "$work/rl-cmd-stop/step_3/$f.safetensors" \
-    || fail "the stopped and resumed run's $f.safetensors differs from the uninterrupted one's"
-done
-# Asynchronous, a step's rewards finish first; a second Ctrl-C ends anvil at
-# once and kills the commands it waits for with it.
-rm -f "$work/calls" "$work/waiting"
-echo 0 > "$work/arm"
-"$anvil" rl "${rl_short[@]}" "${varying[@]}" --set rl.max_staleness=1 --out "$work/rl-cmd-kill" \
-  > "$work/rl-cmd-kill.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
-[ -f "$work/waiting" ] || { kill -9 "$pid"; cat "$work/rl-cmd-kill.log"; fail "async: no command waited"; }
 alive() {  # alive PGID: a process of the group that is not a zombie (awk reads all,
   # and a process gone between the glob and the read is no failure)
   { cat /proc/[0-9]*/stat 2>/dev/null || true; } | sed 's/.*) //' \
@@ -196,22 +137,72 @@ left_after_5s() {  # left=1 while a waiting command's group still runs, for up t
     sleep 0.1
   done
 }
-kill -INT "$pid"
-sleep 0.5
-left=0
-for g in $(cat "$work/waiting"); do alive "$g" && left=1; done
-[ "$left" = 1 ] || { kill -9 "$pid"; fail "async: after one Ctrl-C no reward command runs (a test that cannot fail)"; }
-# (two signals close together may count as one: send until anvil is gone)
-for _ in $(seq 1 20); do
-  kill -INT "$pid" 2>/dev/null || break
-  sleep 0.5
-done
-rc=0
-wait "$pid" || rc=$?
-rm "$work/arm"
-[ "$rc" = 130 ] || { cat "$work/rl-cmd-kill.log"; fail "a second Ctrl-C: exit code $rc, not 130"; }
-left_after_5s
-[ "$left" = 0 ] || fail "a second Ctrl-C left reward commands running"
+# arm_and_stop RUN ARM STEP [ARGS...]: the run RUN (new, with ARGS, at
+# step 1 or when ARGS are given; else resumed) armed with ARM, stopped by
+# Ctrl-C while its step STEP's commands wait.
+arm_and_stop() {
+  local run=$1 armed=$2 step=$3
+  shift 3
+  rm -f "$work/calls" "$work/waiting"
+  echo "$armed" > "$work/arm"
+  local log
+  log="$work/$(basename "$run")-stop$step.log"
+  if [ "$step" = 1 ] || [ $# -gt 0 ]; then
+    "$anvil" rl "${rl_short[@]}" "${varying[@]}" "$@" --out "$run" > "$log" 2>&1 &
+  else
+    "$anvil" rl --resume "$run" > "$log" 2>&1 &
+  fi
+  local pid=$!
+  for _ in $(seq 1 600); do [ -f "$work/waiting" ] && break; sleep 0.1; done
+  [ -f "$work/waiting" ] || { kill -9 "$pid"; cat "$log"; fail "$run step $step: no command waited"; }
+  local stopped_at rc=0
+  stopped_at=$(date +%s)
+  kill -INT "$pid"
+  wait "$pid" || rc=$?
+  rm "$work/arm"
+  [ "$rc" = 0 ] || { cat "$log"; fail "$run: Ctrl-C during step $step's rewards: exit code $rc"; }
+  [ $(( $(date +%s) - stopped_at )) -lt 10 ] || { cat "$log"; fail "$run: Ctrl-C waited for the reward commands"; }
+  left_after_5s
+  [ "$left" = 0 ] || fail "$run: Ctrl-C left reward commands running"
+  grep -q "stop requested during its rewards of step $step: the step is dropped" "$log" \
+    || { cat "$log"; fail "$run: the dropped step $step not said"; }
+  [ "$(cat "$run/latest")" = "step_$((step - 1))" ] || fail "$run stopped in step $step is not at its checkpoint"
+  if grep -q "\"step\":$step," "$run/metrics.jsonl"; then fail "$run: the dropped step $step was recorded"; fi
+  if [ "$step" -gt 1 ]; then  # (its last evaluation was at step 0)
+    grep -q "held-out accuracy [0-9.]*% at step 0;" "$log" \
+      || { cat "$log"; fail "$run step $step: the summary names no earlier evaluation"; }
+  fi
+}
+# same_run REF RUN: RUN, resumed to its end, has REF's metrics and weights.
+same_run() {
+  "$anvil" rl --resume "$2" > "$2-done.log" 2>&1 || { cat "$2-done.log"; fail "the last resume of $2"; }
+  /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY' \
+    || fail "$2, stopped and resumed, has metrics other than the uninterrupted run's"
+import json, sys
+def load(path):
+    return [{k: v for k, v in json.loads(line).items() if "seconds" not in k and "per_s" not in k
+             and k != "mem_high_water"} for line in open(path)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+if a != b:
+    sys.exit("\n".join(map(str, a + ["vs"] + b)))
+PY
+  for f in model optimizer; do
+    cmp -s "$1/step_3/$f.safetensors" "$2/step_3/$f.safetensors" \
+      || fail "$2, stopped and resumed: its $f.safetensors differs from the uninterrupted run's"
+  done
+}
+"$anvil" rl "${rl_short[@]}" "${varying[@]}" --out "$work/rl-cmd-ref" > "$work/rl-cmd-ref.log" 2>&1 \
+  || { cat "$work/rl-cmd-ref.log"; fail "rl with a varying reward"; }
+grep -q '"filtered_groups":[0-3],' "$work/rl-cmd-ref/metrics.jsonl" \
+  || { cat "$work/rl-cmd-ref/metrics.jsonl"; fail "no group's rewards varied: nothing trained"; }
+arm_and_stop "$work/rl-cmd-stop" 0 1   # (32 samples a step)
+arm_and_stop "$work/rl-cmd-stop" 32 2
+same_run "$work/rl-cmd-ref" "$work/rl-cmd-stop"
+async=(--set rl.max_staleness=1)
+"$anvil" rl "${rl_short[@]}" "${varying[@]}" "${async[@]}" --out "$work/rl-cmd-async" \
+  > "$work/rl-cmd-async.log" 2>&1 || { cat "$work/rl-cmd-async.log"; fail "asynchronous rl with a varying reward"; }
+arm_and_stop "$work/rl-cmd-async-stop" 32 2 "${async[@]}"
+same_run "$work/rl-cmd-async" "$work/rl-cmd-async-stop"
 # SIGKILL, which anvil cannot see, ends them too (its keeper process does).
 rm -f "$work/calls" "$work/waiting"
 echo 0 > "$work/arm"

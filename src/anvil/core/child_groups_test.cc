@@ -2,7 +2,6 @@
 // no group starts after it; a failed CHECK ends them.
 #include "anvil/core/child_groups.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,26 +13,13 @@
 #include <string>
 
 #include "anvil/core/check.h"
+#include "anvil/core/child_groups_testing.h"
 
 namespace anvil {
 namespace {
 
-// A child in a process group of its own (as a reward command is), waiting.
-pid_t ForkGroup() {
-  const pid_t child = fork();
-  if (child == 0) {
-    setpgid(0, 0);
-    // No descriptor of the test's: a death test reads its child's output
-    // to the end, which a stray waiting process would never let come.
-    const int null = open("/dev/null", O_RDWR);
-    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
-    closefrom(3);
-    pause();
-    _exit(0);
-  }
-  if (child > 0) setpgid(child, child);  // (either side may run first)
-  return child;
-}
+using testing::Dead;
+using testing::ForkGroup;
 
 // Reaps `pid` if it ends within about 5 s (a broken kill must fail the test,
 // not hang it).
@@ -43,16 +29,6 @@ bool EndsSoon(pid_t pid, int* status) {
     usleep(1000);
   }
   return false;
-}
-
-// Whether `pid` is gone or a zombie (its parent gone, init may be slow to reap it).
-bool Dead(pid_t pid) {
-  if (kill(pid, 0) != 0) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 // The keeper process (argv[0] "anvil-keeper", a group leader) whose parent
@@ -90,8 +66,7 @@ TEST(ChildGroupsDeathTest, AFailedCheckEndsTrackedGroups) {
   pid_t group = 0;
   std::ifstream(file) >> group;
   ASSERT_GT(group, 0) << "the child wrote no group";
-  bool dead = false;
-  for (int i = 0; i < 5000 && !(dead = Dead(group)); ++i) usleep(1000);
+  const bool dead = testing::DiesSoon(group);
   if (!dead && getpgid(group) == group) kill(-group, SIGKILL);  // (still that group)
   std::remove(file.c_str());
   EXPECT_TRUE(dead) << "a failed CHECK left its tracked group running";
@@ -118,8 +93,7 @@ TEST(ChildGroupsTest, AKilledProcessStillEndsItsTrackedGroups) {
   waitpid(process, &status, 0);
   ASSERT_TRUE(told && groups[0] > 0 && groups[1] > 0) << "the process started no groups";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  bool dead = false;
-  for (int i = 0; i < 5000 && !(dead = Dead(groups[0])); ++i) usleep(1000);
+  const bool dead = testing::DiesSoon(groups[0]);
   const bool untracked_alive = !Dead(groups[1]);
   for (const pid_t g : groups) {
     if (getpgid(g) == g) kill(-g, SIGKILL);  // (still that group)

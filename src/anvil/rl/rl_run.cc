@@ -649,6 +649,15 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   while (!run->Done(hooks.run)) {
     Stopwatch watch;
     const int64_t step = run->step();
+    // The next step's samples from the weights this step trains from, drawn
+    // while it trains. With a reward command, once its rewards are in: until
+    // then the snapshot is still the one this step's samples came from, which
+    // the checkpoint of a run stopped during them must keep (a resumed run
+    // draws them again from it). The commands' seconds dwarf a draw's.
+    auto draw_next_step = [&] {
+      async->Snapshot(*policy.llama);
+      if (step + 1 < rc.steps) async->Start(step_prompts(step + 1, nullptr), step + 1, 1);
+    };
     problems.clear();
     const std::vector<std::vector<int32_t>> prompts = step_prompts(step, &problems);
     int64_t correct = 0;
@@ -680,10 +689,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
         Result<Rollouts> r = async->Wait();
         if (r.ok()) {
           rollouts = std::move(*r);
-          // The next step's samples from the weights this step trains from,
-          // drawn while it trains.
-          async->Snapshot(*policy.llama);
-          if (step + 1 < rc.steps) async->Start(step_prompts(step + 1, nullptr), step + 1, 1);
+          if (!command) draw_next_step();
         } else {
           drawn = r.status();
         }
@@ -711,24 +717,21 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     if (command) {
       Stopwatch scoring;
-      // Colocated, a stop request kills the commands in flight and drops the
-      // step: a resumed run draws the same samples again (they depend on the
-      // weights, the seed and the step only). Asynchronous, they came from a
-      // snapshot the checkpoint no longer holds (the next draw's replaced
-      // it), so the step's rewards finish first.
-      const std::function<bool()> cancel =
-          gc.max_staleness == 0 ? hooks.run.stop_requested : nullptr;
+      // A stop request kills the commands in flight and drops the step: a
+      // resumed run draws the same samples again (they depend on the weights,
+      // the seed and the step only; asynchronous, on the snapshot the
+      // checkpoint keeps).
       scored = ScoreShare(*command, gc.reward_at_once, problems, rollouts, policy, trainer_ranks,
-                          cancel);
+                          hooks.run.stop_requested);
       m.reward_seconds = scoring.Seconds();
       int dropped = std::any_of(scored.begin(), scored.end(),
                                 [](const RewardResult& r) { return r.cancelled; });
-      // (the same setting on every rank: all meet here, or none)
-      if (cancel && ranks > 1) dropped = trainers->AllReduceValue(dropped, comm::ReduceOp::kMax);
+      if (ranks > 1) dropped = trainers->AllReduceValue(dropped, comm::ReduceOp::kMax);
       if (dropped != 0) {
         run->StopInStep(hooks.run, "its rewards");
         break;
       }
+      if (async) draw_next_step();
     }
     ASSIGN_OR_RETURN(m.policy, TrainOnRollouts(*policy.llama, run->adamw(), m.lr,
                                                rc.optim.grad_clip, ctx, prompts, rollouts, reward,
