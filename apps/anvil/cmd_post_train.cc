@@ -57,12 +57,70 @@ Result<Config> LoadRun(const PostOptions& o, const char* kind, rl::PostRunOption
 
 std::string Percent(double share) { return fmt::format("{:.1f}%", 100 * share); }
 
-void PrintEval(const char* kind, int64_t step, const rl::TaskEval& e) {
-  fmt::print("{} step {}: held-out accuracy {} of {} problems (well-formed {}, {:.1f} tokens, "
-             "{:.1f} s); e.g. {}\n",
-             kind, step, Percent(e.accuracy), e.problems, Percent(e.well_formed), e.mean_tokens,
-             e.seconds, e.example);
-  std::fflush(stdout);
+// A line of its own: past the progress line where there is one.
+void Say(train::Progress* progress, const std::string& text) {
+  if (progress != nullptr) {
+    progress->Message(text);
+  } else {
+    fmt::print("{}\n", text);
+    std::fflush(stdout);
+  }
+}
+
+// "held-out 52.0% (step 250)", or "held-out -" before the first evaluation.
+std::string HeldOut(const rl::RlStepMetrics& m) {
+  if (m.heldout_step < 0) return "held-out -";
+  return fmt::format("held-out {} (step {})", Percent(m.heldout_accuracy), m.heldout_step);
+}
+
+// An RL step in short, for the progress line redrawn each step.
+std::string RlStepShort(const rl::RlStepMetrics& m) {
+  return fmt::format("reward {:.3f}  train acc {}  {}  {:.2f} s", m.policy.mean_reward,
+                     Percent(m.train_accuracy), HeldOut(m), m.seconds);
+}
+
+// An RL step in full (and lines under it for what the run has besides).
+std::string RlStepLines(const rl::RlStepMetrics& m, int64_t total_steps) {
+  const rl::PolicyStepResult& g = m.policy;
+  // The trainer's time: waiting for rollouts (drawing them, when colocated)
+  // and training.
+  const double busy = std::max(m.rollout_wait_seconds + g.train_seconds, 1e-9);
+  std::string text = fmt::format(
+      "rl step {}/{}  reward {:.3f}  train acc {}  {}  entropy {:.3f}  len {:.1f}  clip {:.3f}  "
+      "kl(ref) {:.4f}  |dlogp| {:g}  kl(rollout) {:g}  rollout {:.0f} tok/s ({:.0f}%{})  train "
+      "{:.0f} tok/s ({:.0f}%)  {:.2f} s",
+      m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), HeldOut(m), g.entropy,
+      g.mean_completion_tokens, g.clip_fraction, g.kl, g.max_logprob_diff, g.rollout_kl,
+      static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
+      100 * m.rollout_wait_seconds / busy,
+      g.staleness > 0 ? fmt::format(" waiting, {} step stale", g.staleness) : "",
+      static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9), 100 * g.train_seconds / busy,
+      m.seconds);
+  if (m.ppo) {
+    text += fmt::format(
+        "\n    value loss {:.4f}  value clip {:.3f}  explained variance {:.3f}  mean value {:.3f}",
+        g.value_loss, g.value_clip_fraction, g.explained_variance, g.value_mean);
+  }
+  if (m.reward_command) {
+    text += fmt::format(
+        "\n    reward command: {:.2f} s for {} samples{}", m.reward_seconds, m.samples,
+        m.reward_errors == 0
+            ? ""
+            : fmt::format(", failed on {} (reward 0): {}", m.reward_errors, m.reward_error));
+  }
+  if (g.max_logprob_diff != 0) {  // quantized or stale rollouts: the correction
+    text += fmt::format("\n    importance weights: mean {:.4f}, {} cut to rl.tis_cap", g.tis_mean,
+                        Percent(g.tis_truncated));
+  }
+  return text;
+}
+
+std::string EvalLine(const char* kind, int64_t step, const rl::TaskEval& e) {
+  return fmt::format(
+      "{} step {}: held-out accuracy {} of {} problems (well-formed {}, {:.1f} tokens, {:.1f} s); "
+      "e.g. {}",
+      kind, step, Percent(e.accuracy), e.problems, Percent(e.well_formed), e.mean_tokens, e.seconds,
+      e.example);
 }
 
 void PrintSummary(const char* kind, const rl::PostRunSummary& s, const std::string& run_dir) {
@@ -128,25 +186,23 @@ int RunSftCommand(const PostOptions& o, comm::Group* trainers, bool* agreed) {
   std::unique_ptr<train::Progress> progress;
   auto summary = rl::RunSft(
       std::move(*config), run,
-      !prints ? rl::SftHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
-              : rl::SftHooks{.run = {.on_eval =
-                                         [&](int64_t step, const rl::TaskEval& e) {
-                                           if (progress) progress->Finish();
-                                           PrintEval("sft", step, e);
-                                         },
-                                     .on_message =
-                                         [&](const std::string& text) {
-                                           if (progress) progress->Message(text);
-                                         },
-                                     .stop_requested = [] { return train::StopRequested(); }},
-                             .on_start =
-                                 [&](const rl::PostRunConfig& rc, int64_t first_step) {
-                                   fmt::print("supervised fine-tuning for {} steps{}\n", rc.steps,
-                                              AllDone("sft", first_step, rc.steps));
-                                   progress = std::make_unique<train::Progress>(
-                                       first_step, rc.steps, rc.log_every);
-                                 },
-                             .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
+      !prints
+          ? rl::SftHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
+          : rl::SftHooks{
+                .run = {.on_eval =
+                            [&](int64_t step, const rl::TaskEval& e) {
+                              Say(progress.get(), EvalLine("sft", step, e));
+                            },
+                        .on_message = [&](const std::string& text) { Say(progress.get(), text); },
+                        .stop_requested = [] { return train::StopRequested(); }},
+                .on_start =
+                    [&](const rl::PostRunConfig& rc, int64_t first_step) {
+                      fmt::print("supervised fine-tuning for {} steps{}\n", rc.steps,
+                                 AllDone("sft", first_step, rc.steps));
+                      progress =
+                          std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
+                    },
+                .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
   if (progress) progress->Finish();
   if (!summary.ok() && failed_in_setup && trainers != nullptr) {
     SayAgreedFailure(*trainers, summary.status(), "anvil sft");
@@ -246,66 +302,39 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
   run.failed_in_setup = &failed_in_setup;
   train::InstallStopHandler();
   int64_t log_every = 10, total_steps = 0;
+  std::unique_ptr<train::Progress> progress;
   auto summary = rl::RunRl(
       std::move(*config), run,
       !prints
           ? rl::RlHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
           : rl::RlHooks{
-                .run = {.on_eval = [](int64_t step,
-                                      const rl::TaskEval& e) { PrintEval("rl", step, e); },
-                        .on_message = [](const std::string& text) { fmt::print("{}\n", text); },
+                .run = {.on_eval =
+                            [&](int64_t step, const rl::TaskEval& e) {
+                              Say(progress.get(), EvalLine("rl", step, e));
+                            },
+                        .on_message = [&](const std::string& text) { Say(progress.get(), text); },
                         .stop_requested = [] { return train::StopRequested(); }},
                 .on_start =
                     [&](const rl::PostRunConfig& rc, int64_t first_step,
                         const std::string& algorithm) {
-                      total_steps = rc.steps;
                       log_every = rc.log_every;
+                      total_steps = rc.steps;
                       fmt::print("{} for {} steps{}\n", algorithm, rc.steps,
                                  AllDone("rl", first_step, rc.steps));
+                      progress =
+                          std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
                     },
                 .on_step =
                     [&](const rl::RlStepMetrics& m) {
-                      if (m.step % log_every != 0 && m.step != total_steps) return;
-                      const rl::PolicyStepResult& g = m.policy;
-                      // The trainer's time: waiting for rollouts (drawing them, when
-                      // colocated) and training.
-                      const double busy = std::max(m.rollout_wait_seconds + g.train_seconds, 1e-9);
-                      fmt::print(
-                          "rl step {}/{}  reward {:.3f}  train acc {}  entropy {:.3f}  len {:.1f}  "
-                          "clip {:.3f}  kl(ref) {:.4f}  |dlogp| {:g}  kl(rollout) {:g}  rollout "
-                          "{:.0f} "
-                          "tok/s ({:.0f}%{})  train {:.0f} tok/s ({:.0f}%)  {:.2f} s\n",
-                          m.step, total_steps, g.mean_reward, Percent(m.train_accuracy), g.entropy,
-                          g.mean_completion_tokens, g.clip_fraction, g.kl, g.max_logprob_diff,
-                          g.rollout_kl,
-                          static_cast<double>(g.rollout_tokens) / std::max(g.rollout_seconds, 1e-9),
-                          100 * m.rollout_wait_seconds / busy,
-                          g.staleness > 0 ? fmt::format(" waiting, {} step stale", g.staleness)
-                                          : "",
-                          static_cast<double>(g.tokens) / std::max(g.train_seconds, 1e-9),
-                          100 * g.train_seconds / busy, m.seconds);
-                      if (m.ppo) {
-                        fmt::print(
-                            "    value loss {:.4f}  value clip {:.3f}  explained variance {:.3f}  "
-                            "mean value {:.3f}\n",
-                            g.value_loss, g.value_clip_fraction, g.explained_variance,
-                            g.value_mean);
+                      // Every step on a terminal, in place; in full every
+                      // rl.log_every steps and at the last.
+                      progress->DrawStep(m.step, RlStepShort(m));
+                      if (m.step % log_every == 0 || m.step == total_steps) {
+                        progress->Message(RlStepLines(m, total_steps));
                       }
-                      if (m.reward_command) {
-                        fmt::print("    reward command: {:.2f} s for {} samples{}\n",
-                                   m.reward_seconds, m.samples,
-                                   m.reward_errors == 0
-                                       ? ""
-                                       : fmt::format(", failed on {} (reward 0): {}",
-                                                     m.reward_errors, m.reward_error));
-                      }
-                      if (g.max_logprob_diff != 0) {  // quantized or stale rollouts: the correction
-                        fmt::print("    importance weights: mean {:.4f}, {} cut to rl.tis_cap\n",
-                                   g.tis_mean, Percent(g.tis_truncated));
-                      }
-                      std::fflush(stdout);
                     }},
       &world);
+  if (progress) progress->Finish();
   if (!summary.ok() && failed_in_setup && trainers != nullptr) {
     SayAgreedFailure(*trainers, summary.status(), "anvil rl");
     // (a rollout rank waits for the trainers: the job must be ended)

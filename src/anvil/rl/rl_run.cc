@@ -16,6 +16,7 @@
 #include "anvil/core/file_util.h"
 #include "anvil/infer/rollout.h"
 #include "anvil/io/flat_shards.h"
+#include "anvil/kernels/attention.h"
 #include "anvil/model/int_linear.h"
 #include "anvil/rl/async_rollouts.h"
 #include "anvil/rl/remote_rollouts.h"
@@ -31,6 +32,12 @@ struct RlRunConfig {
   int64_t prompts_per_step = 16;
   int64_t group_size = 8;
   int64_t rollout_batch = 0;  // sequences decoded together; 0: all of a step's samples
+  // > 0: the rollouts' KV cache in pages of this many positions (a multiple
+  // of kernels::kAttentionKvBlock), a prompt prefilled once for its G
+  // samples (infer/rollout.h); 0: contiguous, each sample prefilling its
+  // prompt. The same samples either way, bit for bit; shared, the shipped
+  // job's rollouts ran 1.4-1.6x faster.
+  int64_t page_rows = kernels::kAttentionKvBlock;
   double format_weight = 0.1;
   // A user's reward (reward.h's CommandReward) instead of the task's: the
   // command, its time limit a sample, and how many run at once. The task's
@@ -89,6 +96,13 @@ struct RlRunConfig {
                       c.group_size));
     }
     ASSIGN_OR_RETURN(c.rollout_batch, config.GetInt("rl.rollout_batch", c.rollout_batch));
+    ASSIGN_OR_RETURN(c.page_rows, config.GetInt("rl.page_rows", c.page_rows));
+    if (c.page_rows < 0 || c.page_rows % kernels::kAttentionKvBlock != 0 ||
+        c.page_rows > (int64_t{1} << 20)) {
+      return InvalidArgument(fmt::format(
+          "rl.page_rows = {}: expected 0 (a contiguous KV cache) or a multiple of {} up to 2^20",
+          c.page_rows, kernels::kAttentionKvBlock));
+    }
     ASSIGN_OR_RETURN(c.format_weight, config.GetDouble("rl.format_weight", c.format_weight));
     ASSIGN_OR_RETURN(c.reward_command, config.GetString("rl.reward_command", c.reward_command));
     ASSIGN_OR_RETURN(c.reward_timeout_s,
@@ -402,13 +416,15 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
   const int64_t rollout_batch = gc.rollout_batch > 0
                                     ? std::min(gc.rollout_batch, gc.samples_per_step())
                                     : gc.samples_per_step();
-  infer::RolloutOptions engine_options{
-      .max_batch = rollout_batch,
-      .max_new = rc.max_new,
-      .samples = static_cast<int>(gc.group_size),
-      .eos = policy.eos(),
-      .sampling = {.temperature = 1, .top_k = 0, .top_p = 1,
-                   .seed = static_cast<uint64_t>(rc.seed)}};
+  infer::RolloutOptions engine_options{.max_batch = rollout_batch,
+                                       .max_new = rc.max_new,
+                                       .samples = static_cast<int>(gc.group_size),
+                                       .eos = policy.eos(),
+                                       .sampling = {.temperature = 1,
+                                                    .top_k = 0,
+                                                    .top_p = 1,
+                                                    .seed = static_cast<uint64_t>(rc.seed)},
+                                       .page_rows = gc.page_rows};
   if (!gc.stop.empty()) {
     engine_options.stop = {gc.stop};
     engine_options.token_text = [&policy](int32_t token) {
@@ -745,6 +761,10 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
     }
     m.train_accuracy =
         static_cast<double>(correct) / static_cast<double>(gc.samples_per_step());
+    if (run->last_eval()) {
+      m.heldout_accuracy = run->last_eval()->accuracy;
+      m.heldout_step = run->last_eval_step();
+    }
     m.seconds = watch.Seconds();
     if (leader) run->metrics().WriteJsonLine(StepJson(m));
     if (hooks.on_step) hooks.on_step(m);

@@ -45,6 +45,10 @@ struct RlStepMetrics {
   PolicyStepResult policy;
   int64_t samples = 0;        // the step's
   double train_accuracy = 0;  // share of the step's samples answered exactly
+  // The latest held-out accuracy (rl.eval_every) and the step it was
+  // measured at (-1: none yet).
+  double heldout_accuracy = 0;
+  int64_t heldout_step = -1;
   double seconds = 0;         // the whole step
   bool ppo = false;           // the policy's value_* fields are set
   // The trainer's time without work: drawing the rollouts (colocated), or

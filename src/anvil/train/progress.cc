@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -60,25 +61,38 @@ void Progress::OnStep(const StepMetrics& m) {
   const double mfu = m.tokens_per_s > 0 ? m.mfu * smoothed_tps_ / m.tokens_per_s : 0.0;
   // "  mfu x%", or nothing where the run does not measure its peak (sft).
   const std::string mfu_text = std::isnan(mfu) ? "" : fmt::format("  mfu {:.1f}%", 100 * mfu);
-  const double elapsed = NowSeconds() - start_;
-  const int64_t done = m.step - first_step_;
-  const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - m.step) : -1;
   if (tty_) {
-    const int width = 24;
-    const int filled = static_cast<int>(width * m.step / std::max<int64_t>(1, total_));
-    const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
-    last_line_ = fmt::format("[{}] step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s{}  ETA {}", bar,
-                             m.step, total_, m.loss, m.lr, smoothed_tps_, mfu_text, Duration(eta));
-    std::fputs(("\r\033[2K" + last_line_).c_str(), out_);
-    line_open_ = true;
-  } else if (m.step % log_every_ == 0 || m.step == total_ || done == 1) {
+    DrawStep(m.step, fmt::format("loss {:.4f}  lr {:.2e}  {:.0f} tok/s{}", m.loss, m.lr,
+                                 smoothed_tps_, mfu_text));
+    return;
+  }
+  const int64_t done = m.step - first_step_;
+  if (m.step % log_every_ == 0 || m.step == total_ || done == 1) {
     std::fputs(fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  grad_norm {:.3f}  {:.0f} tok/s{}  "
                            "elapsed {}  ETA {}\n",
                            m.step, total_, m.loss, m.lr, m.grad_norm, smoothed_tps_, mfu_text,
-                           Duration(elapsed), Duration(eta))
+                           Duration(NowSeconds() - start_), Duration(Eta(m.step)))
                    .c_str(),
                out_);
   }
+  std::fflush(out_);
+}
+
+double Progress::Eta(int64_t step) const {
+  const int64_t done = step - first_step_;
+  return done > 0 ? (NowSeconds() - start_) / done * static_cast<double>(total_ - step) : -1;
+}
+
+void Progress::DrawStep(int64_t step, const std::string& fields) {
+  if (!tty_) return;
+  const int width = 24;
+  const int filled =
+      static_cast<int>(width * std::clamp<int64_t>(step, 0, total_) / std::max<int64_t>(1, total_));
+  const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+  last_line_ =
+      fmt::format("[{}] step {}/{}  {}  ETA {}", bar, step, total_, fields, Duration(Eta(step)));
+  std::fputs(("\r\033[2K" + last_line_).c_str(), out_);
+  line_open_ = true;
   std::fflush(out_);
 }
 

@@ -23,6 +23,11 @@ class Progress {
   bool is_terminal() const { return tty_; }
 
   void OnStep(const StepMetrics& m);
+  // On a terminal, the progress line of step `step` with `fields` (a
+  // command with steps of its own: anvil rl) redrawn in place: "[bar] step
+  // s/total  <fields>  ETA"; elsewhere nothing (such a command prints its
+  // own lines every so many steps, through Message).
+  void DrawStep(int64_t step, const std::string& fields);
   void OnEval(const EvalMetrics& m);
   // The run's step count changed (fitted to a time budget).
   void SetTotal(int64_t total_steps) { total_ = total_steps; }
@@ -33,6 +38,7 @@ class Progress {
 
  private:
   void Clear();
+  double Eta(int64_t step) const;  // seconds to the last step at the pace so far (-1: none yet)
   std::FILE* out_;
   bool tty_;
   int64_t first_step_, total_, log_every_;
