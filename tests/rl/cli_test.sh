@@ -289,6 +289,17 @@ grep -q "^PPO (1 update a step) for 3 steps" "$work/ppo.log" || { cat "$work/ppo
 [ "$(grep -c 'explained variance' "$work/ppo.log")" = 3 ] || { cat "$work/ppo.log"; fail "ppo value lines"; }
 [ "$(grep -c '1 step stale' "$work/ppo.log")" = 2 ] || { cat "$work/ppo.log"; fail "async staleness"; }
 [ -f "$work/ppo/step_3/value_head.safetensors" ] || fail "no value head in the checkpoint"
+# REINFORCE sampling through W8A8 layers on purpose: the mismatch is
+# reported every step (not 0), with the importance weights that correct it.
+"$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/w8a8" --set task.digits=1 \
+  --set rl.init="$work/sft" --set rl.steps=2 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
+  --set rl.eval_problems=10 --set rl.log_every=1 --set rl.algorithm='"reinforce"' \
+  --set rl.rollout_quant='"w8a8"' > "$work/w8a8.log" 2>&1 || { cat "$work/w8a8.log"; fail "rl w8a8"; }
+grep -q "^REINFORCE .* for 2 steps" "$work/w8a8.log" || { cat "$work/w8a8.log"; fail "reinforce banner"; }
+[ "$(grep -c '^rl step .* |dlogp| 0 ' "$work/w8a8.log")" = 0 ] \
+  || { cat "$work/w8a8.log"; fail "W8A8 rollouts reported no mismatch"; }
+[ "$(grep -c 'importance weights: mean' "$work/w8a8.log")" = 2 ] \
+  || { cat "$work/w8a8.log"; fail "W8A8 rollouts: no importance weights"; }
 if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/bad" \
     --set rl.algorithm='"ppo2"' > "$work/bad.log" 2>&1; then fail "rl accepted ppo2"; fi
 grep -q 'expected "grpo"' "$work/bad.log" || { cat "$work/bad.log"; fail "algorithm message"; }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "anvil/core/file_util.h"
+#include "anvil/data/bpe_train.h"
 #include "anvil/data/testing.h"
 #include "anvil/rl/rl_run.h"
 #include "anvil/rl/sft.h"
@@ -135,12 +136,14 @@ TEST(PostRunTest, EachBadRlSettingIsNamedAlone) {
       "rl.epochs",          "rl.minibatches",      "rl.critic",
       "rl.critic_lr_ratio", "rl.max_staleness",    "rl.rollout_threads",
       "rl.gamma",           "rl.gae_lambda",       "rl.value_clip",
-      "rl.vf_coef",         "rl.reward_timeout_s", "rl.reward_at_once"};
+      "rl.vf_coef",         "rl.reward_timeout_s", "rl.reward_at_once",
+      "rl.page_rows"};
   const std::pair<const char*, const char*> bad[] = {
       {"rl.epochs", "0"},          {"rl.minibatches", "17"},      {"rl.critic", "\"own\""},
       {"rl.critic_lr_ratio", "0"}, {"rl.max_staleness", "2"},     {"rl.rollout_threads", "0"},
       {"rl.gamma", "0"},           {"rl.gae_lambda", "1.5"},      {"rl.value_clip", "-1"},
-      {"rl.vf_coef", "0"},         {"rl.reward_timeout_s", "-1"}, {"rl.reward_at_once", "0"}};
+      {"rl.vf_coef", "0"},         {"rl.reward_timeout_s", "-1"}, {"rl.reward_at_once", "0"},
+      {"rl.page_rows", "100"}};
   for (const auto& [key, value] : bad) {
     Config c = RlConfig("/nonexistent");
     ASSERT_TRUE(c.Set(std::string(key) + "=" + value).ok()) << key;
@@ -154,6 +157,47 @@ TEST(PostRunTest, EachBadRlSettingIsNamedAlone) {
       }
     }
   }
+}
+
+// SFT's loss is on the answer and eos only: no prompt position has a
+// target, each answer position's is the next token, and the padding has none.
+TEST(PostRunTest, SftTargetsAreTheAnswersOnly) {
+  model::ModelConfig cfg;
+  cfg.dim = 32;
+  cfg.n_layers = 1;
+  cfg.n_heads = 2;
+  cfg.n_kv_heads = 1;
+  cfg.ffn_dim = 64;
+  cfg.vocab_size = 259;
+  cfg.max_seq_len = 16;
+  auto tokenizer = data::ByteTokenizer();
+  ASSERT_TRUE(tokenizer.ok());
+  auto policy = NewPolicy(cfg, std::move(*tokenizer), 3, {.max_batch = 4, .threads = 1});
+  ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+  const TaskConfig task{.task = Task::kAddition, .digits = 3};
+  const int64_t rows = 4, first = 7, t_len = cfg.max_seq_len;
+  SftBatch b;
+  ASSERT_TRUE(FillSftBatch(*policy, task, first, rows, b).ok());
+  int64_t answers = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const Problem p = MakeProblem(task, Split::kTrain, static_cast<uint64_t>(first + r));
+    std::vector<int32_t> seq = policy->PromptTokens(p.prompt);
+    const int64_t prompt_len = static_cast<int64_t>(seq.size());
+    const std::vector<int32_t> answer = policy->ResponseTokens(p.answer);
+    ASSERT_EQ(answer.back(), policy->eos()) << "an answer ends with eos";
+    seq.insert(seq.end(), answer.begin(), answer.end());
+    answers += static_cast<int64_t>(answer.size());
+    for (int64_t t = 0; t < t_len; ++t) {
+      const int32_t target = b.targets[r * t_len + t];
+      const bool answer_next = t + 1 >= prompt_len && t + 1 < static_cast<int64_t>(seq.size());
+      EXPECT_EQ(target, answer_next ? seq[t + 1] : model::kIgnoreIndex)
+          << "row " << r << " (" << p.prompt << p.answer << ") position " << t;
+      if (t + 1 < static_cast<int64_t>(seq.size())) {
+        EXPECT_EQ(b.tokens[r * t_len + t], seq[t]);
+      }
+    }
+  }
+  EXPECT_EQ(b.counted, answers);
 }
 
 TEST(PostRunTest, SftLearnsResumesBitwiseAndRefusesAnOccupiedFolder) {

@@ -49,16 +49,10 @@ Result<data::Tokenizer> SftTokenizer(const std::string& name) {
   return data::LoadTokenizer(name);
 }
 
-// Rows of one step: bos + prompt + answer + eos, inputs and next-token
-// targets, the targets of the prompt's positions ignored; padded to the
-// context with eos and no targets.
-struct SftBatch {
-  std::vector<int32_t> tokens, targets;
-  int64_t counted = 0;  // targets with a loss
-};
+}  // namespace
 
-Status FillBatch(const Policy& policy, const TaskConfig& task, int64_t first_problem,
-                 int64_t rows, SftBatch& b) {
+Status FillSftBatch(const Policy& policy, const TaskConfig& task, int64_t first_problem,
+                    int64_t rows, SftBatch& b) {
   const int64_t t_len = policy.config.max_seq_len;
   b.tokens.assign(rows * t_len, policy.eos());
   b.targets.assign(rows * t_len, model::kIgnoreIndex);
@@ -83,8 +77,6 @@ Status FillBatch(const Policy& policy, const TaskConfig& task, int64_t first_pro
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
                               const SftHooks& hooks) {
@@ -203,7 +195,7 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
   while (!reached && !run->Done(hooks.run)) {
     ANVIL_TRACE_ZONE("sft_step");
     Stopwatch watch;
-    RETURN_IF_ERROR(FillBatch(policy, rc.task, run->step() * batch_size, batch_size, batch));
+    RETURN_IF_ERROR(FillSftBatch(policy, rc.task, run->step() * batch_size, batch_size, batch));
     // The mean over the whole step's answer tokens, whichever slot holds them.
     const float loss_scale =
         batch.counted > 0 ? static_cast<float>(1.0 / static_cast<double>(batch.counted)) : 0.0f;

@@ -16,10 +16,13 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "anvil/core/config.h"
 #include "anvil/core/status.h"
+#include "anvil/rl/policy.h"
 #include "anvil/rl/post_run.h"
+#include "anvil/rl/tasks.h"
 #include "anvil/train/metrics.h"
 
 namespace anvil::rl {
@@ -32,5 +35,17 @@ struct SftHooks {
 };
 
 Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options, const SftHooks& hooks);
+
+// The rows of one step: bos + prompt + answer + eos, inputs and next-token
+// targets, the targets of the prompt's positions ignored (model::kIgnoreIndex);
+// padded to the context with eos and no targets.
+struct SftBatch {
+  std::vector<int32_t> tokens, targets;  // [rows, max_seq_len] each
+  int64_t counted = 0;                   // targets with a loss
+};
+
+// Train-split problems [first_problem, first_problem + rows) of `task`.
+Status FillSftBatch(const Policy& policy, const TaskConfig& task, int64_t first_problem,
+                    int64_t rows, SftBatch& b);
 
 }  // namespace anvil::rl
