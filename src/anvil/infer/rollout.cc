@@ -33,9 +33,19 @@ int64_t RolloutEngine::bytes() const {
 
 Result<std::vector<RolloutSample>> RolloutEngine::Generate(
     const kernels::KernelCtx& ctx, std::span<const std::vector<int32_t>> prompts,
-    RolloutStats* stats, uint32_t first_request, const std::function<bool()>& cancel) {
+    RolloutStats* stats, uint32_t first_request, const std::function<bool()>& cancel,
+    std::span<const SamplingConfig> sampling) {
   ANVIL_TRACE_ZONE("rollout");
   RETURN_IF_ERROR(options_.sampling.Validate());
+  if (!sampling.empty() && sampling.size() != prompts.size()) {
+    return InvalidArgument(fmt::format("rollout: {} sampling settings for {} prompts",
+                                       sampling.size(), prompts.size()));
+  }
+  for (size_t r = 0; r < sampling.size(); ++r) {
+    if (const Status s = sampling[r].Validate(); !s.ok()) {
+      return InvalidArgument(fmt::format("rollout: prompt {}'s sampling: {}", r, s.message()));
+    }
+  }
   // Tensorwise current scaling takes one amax over all the rows of a step, so
   // a sequence's logits would depend on the others in the batch.
   if (!model_.ScalesFixed()) {
@@ -85,9 +95,11 @@ Result<std::vector<RolloutSample>> RolloutEngine::Generate(
   const std::span<float> logits(logits_);
   samplers_.resize(std::max(1, ctx.threads()), Sampler(options_.sampling, ctx.isa()));
   // The token of sample i at its next position, from `row` (any thread's
-  // sampler: the draw is addressed, not sequenced).
+  // sampler, set to its prompt's settings: the draw is addressed, not
+  // sequenced).
   auto draw = [&](int64_t i, std::span<const float> row, Sampler& sampler) {
     const RolloutSample& s = out[i];
+    sampler.SetConfig(sampling.empty() ? options_.sampling : sampling[s.request]);
     return sampler.Sample(row, first_request + static_cast<uint32_t>(s.request),
                           static_cast<uint32_t>(s.sample), s.tokens.size());
   };
@@ -252,8 +264,13 @@ int64_t RowLength(const model::Llama& model) {
 Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     model::Llama& model, const kernels::KernelCtx& ctx,
     std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
-    const SamplingConfig& sampling, const HeadInputFn& head_input) {
+    std::span<const SamplingConfig> sampling, const HeadInputFn& head_input) {
   ANVIL_TRACE_ZONE("recompute_logprobs");
+  if (sampling.size() != 1 && sampling.size() != prompts.size()) {
+    return InvalidArgument(fmt::format(
+        "recomputing log-probs: {} sampling settings for {} prompts (expected 1 or one each)",
+        sampling.size(), prompts.size()));
+  }
   const int64_t t_len = RowLength(model);
   const int64_t vocab = model.config().vocab_size;
   constexpr int64_t kLogitsBudget = int64_t{64} << 20;  // bytes
@@ -263,7 +280,7 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
   RETURN_IF_ERROR(CheckSamplesFit(prompts, samples, t_len));
   std::vector<int32_t> tokens;
   std::vector<float> logits(static_cast<size_t>(rows_per_call * t_len * vocab));
-  std::vector<Sampler> samplers(std::max(1, ctx.threads()), Sampler(sampling, ctx.isa()));
+  std::vector<Sampler> samplers(std::max(1, ctx.threads()), Sampler(sampling[0], ctx.isa()));
   std::vector<std::vector<double>> out(samples.size());
   for (size_t first = 0; first < samples.size(); first += rows_per_call) {
     const int64_t rows = std::min<int64_t>(rows_per_call, samples.size() - first);
@@ -279,6 +296,7 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     ctx.pool().ParallelFor(rows, [&](int64_t b, int64_t e, int t) {
       for (int64_t r = b; r < e; ++r) {
         const RolloutSample& s = samples[first + r];
+        samplers[t].SetConfig(sampling[sampling.size() == 1 ? 0 : s.request]);
         const int64_t start = r * t_len + static_cast<int64_t>(prompts[s.request].size()) - 1;
         for (size_t j = 0; j < s.tokens.size(); ++j) {
           const std::span<const float> row(logits.data() + (start + j) * vocab, vocab);

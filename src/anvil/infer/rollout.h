@@ -98,12 +98,16 @@ class RolloutEngine {
   // the random streams (an RL loop numbers its steps' prompts apart, so no
   // two steps draw the same numbers). `cancel` (may be empty) is polled
   // before each decode step: once true, the call ends with a Cancelled
-  // status (a draw nobody will read: an RL run stopping).
+  // status (a draw nobody will read: an RL run stopping). `sampling`: the
+  // prompts' own settings (temperature, top-k, top-p, greedy, seed), one
+  // per prompt; empty: options().sampling for all. A sample is the same
+  // whatever the others' settings.
   Result<std::vector<RolloutSample>> Generate(const kernels::KernelCtx& ctx,
                                               std::span<const std::vector<int32_t>> prompts,
                                               RolloutStats* stats = nullptr,
                                               uint32_t first_request = 0,
-                                              const std::function<bool()>& cancel = {});
+                                              const std::function<bool()>& cancel = {},
+                                              std::span<const SamplingConfig> sampling = {});
 
  private:
   const model::ForwardWeights& model_;
@@ -127,10 +131,18 @@ class RolloutEngine {
 // values of the same positions, from the same forward).
 using HeadInputFn =
     std::function<void(const float* x, size_t first, int64_t rows, int64_t t_len)>;
+// `sampling`: the settings the samples were drawn with, one for all prompts
+// or one per prompt (Generate's).
 Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     model::Llama& model, const kernels::KernelCtx& ctx,
     std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
-    const SamplingConfig& sampling, const HeadInputFn& head_input = nullptr);
+    std::span<const SamplingConfig> sampling, const HeadInputFn& head_input = nullptr);
+inline Result<std::vector<std::vector<double>>> RecomputeLogProbs(
+    model::Llama& model, const kernels::KernelCtx& ctx,
+    std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
+    const SamplingConfig& sampling, const HeadInputFn& head_input = nullptr) {
+  return RecomputeLogProbs(model, ctx, prompts, samples, std::span(&sampling, 1), head_input);
+}
 
 // RecomputeLogProbs' forward up to the head's input only, for a model whose
 // LM head is never used (LlamaOptions::lm_head false: PPO's separate critic):

@@ -4,8 +4,8 @@
 // training forward (max |difference| = 0) in f32, bf16 and the FP8 recipes
 // whose scales do not depend on the batch (fp8-block, mxfp8, fp8-delayed), with
 // and without top-k/top-p; the samples of one prompt draw different tokens;
-// eos, a stop string, max_new and the context's end stop a sample; bad
-// prompts are refused.
+// eos, a stop string, max_new and the context's end stop a sample; each
+// prompt may sample with settings of its own; bad prompts are refused.
 #include "anvil/infer/rollout.h"
 
 #include <gtest/gtest.h>
@@ -154,6 +154,67 @@ TEST(RolloutTest, AnEngineFollowsChangedWeights) {
           << model::PrecisionName(precision) << " sample " << i;
     }
   }
+}
+
+// Each prompt samples with settings of its own (temperature, top-k, top-p,
+// greedy, seed): its samples are those it draws alone with them, whatever
+// the others', and the trainer's recomputation with the same settings gives
+// their log-probabilities bit for bit.
+TEST(RolloutTest, EachPromptSamplesWithItsOwnSettings) {
+  ThreadPool pool(2);
+  const kernels::KernelCtx ctx(pool);
+  model::Llama model(Micro(), {.precision = model::Precision::kF32, .max_batch = 4}, ctx);
+  model.InitWeights(ctx, 13);
+  const auto prompts = Prompts(4, 5, 64);
+  const std::vector<SamplingConfig> settings = {
+      {.temperature = 0.7, .top_k = 20, .top_p = 0.9, .seed = 7},
+      {.greedy = true, .seed = 7},
+      {.temperature = 1.3, .top_k = 0, .top_p = 1.0, .seed = 9},
+      {.temperature = 1.0, .top_k = 5, .top_p = 1.0, .seed = 7}};
+  RolloutOptions o{.max_batch = 3,
+                   .max_new = 12,
+                   .samples = 2,
+                   .eos = 5,
+                   .sampling = {.temperature = 1.0, .top_k = 0, .top_p = 1.0, .seed = 7}};
+  auto together =
+      RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts, nullptr, 0, {}, settings);
+  ASSERT_TRUE(together.ok()) << together.status().ToString();
+  auto defaults = RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts);
+  ASSERT_TRUE(defaults.ok());
+  int changed = 0;
+  for (size_t i = 0; i < together->size(); ++i) {
+    changed += (*together)[i].tokens != (*defaults)[i].tokens;
+  }
+  EXPECT_GE(changed, 2) << "the prompts' own settings changed nothing";
+  EXPECT_EQ((*together)[2].tokens, (*together)[3].tokens) << "greedy samples differ";
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    RolloutOptions alone_options = o;
+    alone_options.sampling = settings[r];
+    auto alone = RolloutEngine(model.forward_weights(), alone_options)
+                     .Generate(ctx, std::span(&prompts[r], 1), nullptr, static_cast<uint32_t>(r));
+    ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+    for (int g = 0; g < 2; ++g) {
+      const RolloutSample& a = (*alone)[g];
+      const RolloutSample& t = (*together)[r * 2 + g];
+      EXPECT_EQ(a.tokens, t.tokens) << "prompt " << r << " sample " << g;
+      EXPECT_TRUE(SameBits(a.logprobs, t.logprobs)) << "prompt " << r << " sample " << g;
+    }
+  }
+  const auto recomputed = RecomputeLogProbs(model, ctx, prompts, *together, settings);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status().ToString();
+  for (size_t i = 0; i < together->size(); ++i) {
+    EXPECT_TRUE(SameBits((*recomputed)[i], (*together)[i].logprobs)) << "sample " << i;
+  }
+  const std::vector<SamplingConfig> three(settings.begin(), settings.begin() + 3);
+  EXPECT_FALSE(
+      RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts, nullptr, 0, {}, three).ok());
+  std::vector<SamplingConfig> bad = settings;
+  bad[3].top_p = 0;
+  const auto refused =
+      RolloutEngine(model.forward_weights(), o).Generate(ctx, prompts, nullptr, 0, {}, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("prompt 3's sampling"), std::string::npos)
+      << refused.status().message();
 }
 
 // A paged cache (pages of 64 positions; prompts and samples cross pages)

@@ -62,6 +62,10 @@ class Sampler {
   }
   // The log-probability Sample reports for `token` given these logits.
   double LogProb(std::span<const float> logits, int32_t token);
+  // Other settings from here on (a request with settings of its own: the
+  // rollout engine's samplers serve every request); they must be valid.
+  void SetConfig(const SamplingConfig& config) { config_ = config; }
+  const SamplingConfig& config() const { return config_; }
 
  private:
   // The kept tokens (order_[0, keep_): best first when truncated, else in id
