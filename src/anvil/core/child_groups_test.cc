@@ -31,26 +31,6 @@ bool EndsSoon(pid_t pid, int* status) {
   return false;
 }
 
-// The keeper process (argv[0] "anvil-keeper", a group leader) whose parent
-// is `parent`, or 0.
-pid_t KeeperOf(pid_t parent) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = std::stoi(name);
-    std::string argv0;
-    std::getline(std::ifstream(entry.path() / "cmdline"), argv0, '\0');
-    if (argv0 != "anvil-keeper" || getpgid(pid) != pid) continue;
-    std::string line;
-    std::getline(std::ifstream(entry.path() / "stat"), line);
-    const size_t paren = line.rfind(')');
-    int ppid = 0;
-    if (paren != std::string::npos) std::sscanf(line.c_str() + paren + 2, "%*c %d", &ppid);
-    if (ppid == parent) return pid;
-  }
-  return 0;
-}
-
 // A failed CHECK ends the tracked groups before the process aborts (here in
 // a death test's child, which writes its group's id for the test to check).
 TEST(ChildGroupsDeathTest, AFailedCheckEndsTrackedGroups) {
@@ -107,13 +87,7 @@ TEST(ChildGroupsTest, AKilledProcessStillEndsItsTrackedGroups) {
 TEST(ChildGroupsTest, TheKeeperIsAProgramOfItsOwn) {
   const pid_t group = SpawnTrackedGroup(ForkGroup);
   ASSERT_GT(group, 0);
-  // (posix_spawn returns once the exec has begun: the new program's
-  // cmdline shows a moment later, so the search is retried for a while)
-  pid_t keeper = 0;
-  for (int tries = 0; keeper == 0 && tries < 2000; ++tries) {
-    if (tries > 0) usleep(1000);
-    keeper = KeeperOf(getpid());
-  }
+  const pid_t keeper = testing::WaitForKeeperOf(getpid());
   UntrackChildGroup(group);
   kill(group, SIGKILL);
   int status = 0;

@@ -266,7 +266,7 @@ Result<std::vector<std::vector<double>>> RecomputeLogProbs(
     std::span<const std::vector<int32_t>> prompts, std::span<const RolloutSample> samples,
     std::span<const SamplingConfig> sampling, const HeadInputFn& head_input) {
   ANVIL_TRACE_ZONE("recompute_logprobs");
-  if (sampling.size() != 1 && sampling.size() != prompts.size()) {
+  if (sampling.empty() || (sampling.size() != 1 && sampling.size() != prompts.size())) {
     return InvalidArgument(fmt::format(
         "recomputing log-probs: {} sampling settings for {} prompts (expected 1 or one each)",
         sampling.size(), prompts.size()));

@@ -65,7 +65,6 @@ class Sampler {
   // Other settings from here on (a request with settings of its own: the
   // rollout engine's samplers serve every request); they must be valid.
   void SetConfig(const SamplingConfig& config) { config_ = config; }
-  const SamplingConfig& config() const { return config_; }
 
  private:
   // The kept tokens (order_[0, keep_): best first when truncated, else in id

@@ -1,7 +1,8 @@
 // Asynchronous off-by-one rollouts: the samples of step k + 1 are drawn on a
 // thread of their own (with a thread pool of their own) while the trainer
 // trains on step k's. They come from a snapshot of the policy's weights
-// taken as step k starts, the weights step k trains from, so they are one
+// taken as step k starts (with a reward command, once step k's rewards are
+// in: rl_run.cc), the weights step k trains from, so they are one
 // step stale when step k + 1 trains on them (the first step's are not:
 // staleness 0, then 1). The trainer's clip ratio is against its own
 // recomputed log-probabilities, and each token's policy term is weighted by

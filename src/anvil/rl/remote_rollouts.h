@@ -1,7 +1,8 @@
 // Asynchronous off-by-one rollouts on an MPI rank of their own: the trainer
 // rank (RemoteRollouts) sends the rollout rank (ServeRollouts) the snapshot's
-// weights and the next step's prompts as the step starts, trains, then
-// receives the samples. The rollout rank runs the same engine over the same
+// weights and the next step's prompts as the step starts (with a reward
+// command, once the step's rewards are in), trains, then receives the
+// samples. The rollout rank runs the same engine over the same
 // weights as AsyncRollouts' thread would, so a run gives the same samples,
 // log-probabilities and metrics bit for bit whichever draws them
 // (tests/rl/mpi_rollouts_test.sh). The trainer keeps the snapshot, so its

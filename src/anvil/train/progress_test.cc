@@ -17,7 +17,11 @@
 namespace anvil::train {
 namespace {
 
-// (in a death test's child, which writes its group's id for the test to check)
+// In a death test's child, which writes its group's id for the test to
+// check. Its keeper (child_groups.h), which kills the tracked groups of a
+// process that ended however it ended, is killed first (stopped, it would be
+// woken by the kernel's SIGCONT to an orphaned group): the group must die by
+// the handler's own kill.
 TEST(StopSignalDeathTest, TheFirstAsksToStopTheSecondEndsTheProcessAndItsGroups) {
   const std::string file = ::testing::TempDir() + "stop_signal_group_" + std::to_string(getpid());
   std::remove(file.c_str());
@@ -25,7 +29,11 @@ TEST(StopSignalDeathTest, TheFirstAsksToStopTheSecondEndsTheProcessAndItsGroups)
       {
         InstallStopHandler();
         const pid_t group = SpawnTrackedGroup(anvil::testing::ForkGroup);
+        const pid_t keeper = anvil::testing::WaitForKeeperOf(getpid());
         std::ofstream(file) << group << std::endl;
+        if (keeper <= 0) _exit(2);
+        kill(keeper, SIGKILL);
+        if (!anvil::testing::DiesSoon(keeper)) _exit(6);
         raise(SIGINT);
         if (!StopRequested()) _exit(3);
         if (anvil::testing::Dead(group)) _exit(4);  // the first stop ended the group
