@@ -304,6 +304,32 @@ if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/bad" \
     --set rl.algorithm='"ppo2"' > "$work/bad.log" 2>&1; then fail "rl accepted ppo2"; fi
 grep -q 'expected "grpo"' "$work/bad.log" || { cat "$work/bad.log"; fail "algorithm message"; }
 
+# A user's own pairs (task.name = "pairs"): SFT trains on them and scores
+# the held-out ones, RL goes on from it with their exact-match reward; a
+# bad line is named.
+for i in $(seq 1 60); do
+  w=$(printf '%s' "$i" | tr 0-9 a-j)
+  printf '{"prompt": "copy %s:", "response": " %s"}\n' "$w" "$w"
+done > "$work/pairs.jsonl"
+pairs=(--set task.name='"pairs"' --set task.data="\"$work/pairs.jsonl\"" --set task.held_out=10)
+"$anvil" sft --config "$src/configs/sft-addition.toml" --out "$work/sft-pairs" "${micro[@]}" "${pairs[@]}" \
+  --set sft.steps=20 --set sft.eval_every=10 --set sft.eval_problems=10 \
+  --set sft.stop_at_accuracy=0 --set sft.log_every=10 > "$work/sft-pairs.log" 2>&1 \
+  || { cat "$work/sft-pairs.log"; fail "sft on a file of pairs"; }
+grep -aq "held-out accuracy [0-9.]*% of 10 problems .*e.g. copy fb:" "$work/sft-pairs.log" \
+  || { cat "$work/sft-pairs.log"; fail "sft on pairs: no held-out accuracy"; }
+"$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl-pairs" "${pairs[@]}" \
+  --set rl.init="$work/sft-pairs" --set rl.steps=2 --set rl.prompts_per_step=4 --set rl.eval_every=0 \
+  --set rl.eval_problems=10 --set rl.log_every=1 > "$work/rl-pairs.log" 2>&1 \
+  || { cat "$work/rl-pairs.log"; fail "rl on a file of pairs"; }
+[ "$(grep -c '^rl step [0-9]*/2 .* |dlogp| 0 ' "$work/rl-pairs.log")" = 2 ] \
+  || { cat "$work/rl-pairs.log"; fail "rl on pairs: step lines"; }
+echo '{"prompt": "copy x:"}' >> "$work/pairs.jsonl"
+if "$anvil" sft --config "$src/configs/sft-addition.toml" --out "$work/sft-pairs-bad" "${micro[@]}" \
+    "${pairs[@]}" > "$work/sft-pairs-bad.log" 2>&1; then fail "sft accepted a bad line of pairs"; fi
+grep -q "pairs.jsonl line 61: expected" "$work/sft-pairs-bad.log" \
+  || { cat "$work/sft-pairs-bad.log"; fail "a bad line of pairs not named"; }
+
 # A new run into a folder that holds one, a missing starting policy, a typo.
 if "$anvil" rl --config "$src/configs/rl-addition.toml" --out "$work/rl" --set task.digits=1 \
     --set rl.init="$work/sft" > "$work/again.log" 2>&1; then fail "rl overwrote a run"; fi

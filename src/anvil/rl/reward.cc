@@ -73,8 +73,10 @@ RewardResult TaskReward(Task task, const Problem& problem, std::string_view comp
                         double format_weight) {
   RewardResult r;
   const std::string_view answer = AnswerOf(completion);
-  r.well_formed = task == Task::kSorting ? IsNumberList(answer) : IsNumber(answer);
-  r.correct = answer == problem.answer;
+  r.well_formed = task == Task::kSorting ? IsNumberList(answer)
+                  : task == Task::kPairs ? !answer.empty()
+                                         : IsNumber(answer);
+  r.correct = answer == AnswerOf(problem.answer);  // (a pair's answer may hold spaces around it)
   r.reward = (r.correct ? 1.0 : 0.0) + (r.well_formed ? format_weight : 0.0);
   return r;
 }

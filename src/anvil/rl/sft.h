@@ -1,6 +1,7 @@
-// Supervised fine-tuning on a task's prompt/answer pairs (`anvil sft`): the
-// starting policy of an RL run. Step s trains on train-split problems
-// [s * B, (s + 1) * B) (B = sft.batch_size), one per row: bos, the prompt,
+// Supervised fine-tuning on a task's prompt/answer pairs (`anvil sft`),
+// generated or a user's file (tasks.h): the starting policy of an RL run.
+// Step s trains on train-split problems [s * B, (s + 1) * B) (B =
+// sft.batch_size; a file's modulo its size), one per row: bos, the prompt,
 // the answer and eos, with the loss on the answer and eos only (the prompt's
 // positions have no target), averaged over those tokens. The model is new
 // (model.* and sft.tokenizer, "bytes" by default: one token per character,

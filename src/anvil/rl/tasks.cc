@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
+#include "anvil/core/check.h"
 #include "anvil/core/rng.h"
 
 namespace anvil::rl {
@@ -77,6 +80,8 @@ Problem Candidate(const TaskConfig& c, Draws& d) {
                           name, hi, item, lo, item, name),
               fmt::format("{}", hi - lo)};
     }
+    case Task::kPairs:
+      break;  // (read from their file: MakeProblem)
   }
   return {};
 }
@@ -87,8 +92,9 @@ Result<Task> ParseTask(const std::string& name) {
   if (name == "addition") return Task::kAddition;
   if (name == "sorting") return Task::kSorting;
   if (name == "word_problem") return Task::kWordProblem;
+  if (name == "pairs") return Task::kPairs;
   return InvalidArgument(
-      fmt::format("task '{}': expected addition, sorting or word_problem", name));
+      fmt::format("task '{}': expected addition, sorting, word_problem or pairs", name));
 }
 
 const char* TaskName(Task task) {
@@ -96,8 +102,44 @@ const char* TaskName(Task task) {
     case Task::kAddition: return "addition";
     case Task::kSorting: return "sorting";
     case Task::kWordProblem: return "word_problem";
+    case Task::kPairs:
+      return "pairs";
   }
   return "?";
+}
+
+Result<ProblemPairs> ReadProblemPairs(const std::string& path, int64_t held_out) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("task.data {}: cannot open it", path));
+  std::vector<Problem> all;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto text = [&](const char* key) -> const std::string* {
+      if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return nullptr;
+      return j[key].get_ptr<const std::string*>();
+    };
+    const std::string *prompt = text("prompt"), *response = text("response");
+    if (prompt == nullptr || response == nullptr || prompt->empty() || response->empty()) {
+      return InvalidArgument(fmt::format(
+          "task.data {} line {}: expected {{\"prompt\": \"...\", \"response\": \"...\"}} "
+          "with both non-empty",
+          path, number));
+    }
+    all.push_back({*prompt, *response});
+  }
+  if (held_out < 1 || held_out >= static_cast<int64_t>(all.size())) {
+    return InvalidArgument(fmt::format(
+        "task.data {} holds {} pairs; task.held_out = {} must leave at least one to train on "
+        "and hold out at least one",
+        path, all.size(), held_out));
+  }
+  ProblemPairs pairs;
+  pairs.held_out.assign(all.end() - held_out, all.end());
+  all.resize(all.size() - held_out);
+  pairs.train = std::move(all);
+  return pairs;
 }
 
 Result<TaskConfig> TaskConfig::FromConfig(Config& config) {
@@ -115,8 +157,26 @@ Result<TaskConfig> TaskConfig::FromConfig(Config& config) {
   c.digits = static_cast<int>(digits);
   c.list_len = static_cast<int>(list_len);
   c.seed = static_cast<uint64_t>(seed);
+  ASSIGN_OR_RETURN(c.data, config.GetString("task.data", c.data));
+  ASSIGN_OR_RETURN(c.held_out, config.GetInt("task.held_out", c.held_out));
+  if (c.task == Task::kPairs) {
+    if (c.data.empty()) {
+      return InvalidArgument("task.name = \"pairs\" needs task.data: a JSON-lines file of pairs");
+    }
+    ASSIGN_OR_RETURN(ProblemPairs pairs, ReadProblemPairs(c.data, c.held_out));
+    c.pairs = std::make_shared<const ProblemPairs>(std::move(pairs));
+  } else if (!c.data.empty()) {
+    return InvalidArgument(fmt::format(
+        "task.data = \"{}\" is read by task.name = \"pairs\" only (here \"{}\")", c.data, name));
+  }
   RETURN_IF_ERROR(c.Validate());
   return c;
+}
+
+int64_t TaskConfig::SplitSize(Split split) const {
+  if (task != Task::kPairs || pairs == nullptr) return 0;
+  return static_cast<int64_t>(split == Split::kTrain ? pairs->train.size()
+                                                     : pairs->held_out.size());
 }
 
 Status TaskConfig::Validate() const {
@@ -130,6 +190,12 @@ Status TaskConfig::Validate() const {
 }
 
 Problem MakeProblem(const TaskConfig& config, Split split, uint64_t index) {
+  if (config.task == Task::kPairs) {
+    CHECK(config.pairs != nullptr) << "a pairs task without its pairs (TaskConfig::FromConfig)";
+    const std::vector<Problem>& list =
+        split == Split::kTrain ? config.pairs->train : config.pairs->held_out;
+    return list[index % list.size()];
+  }
   // Candidates until one hashes into the split (about 1.1 tries for train,
   // 10 for held-out).
   // Attempt a of problem i: values [32 i, 32 i + 32) of the stream (seed,

@@ -1,15 +1,17 @@
 // RL tasks and rewards: problems are pure functions of (settings, seed,
 // split, index), correct, and the splits disjoint; the task reward scores
-// exact and well-formed answers; the command reward returns the command's
-// number, and 0 with a reason when it fails, times out (also after closing
-// its output, or with children of its own: the whole group is killed in
-// time) or prints junk.
+// exact and well-formed answers; a user's pairs come from their file; the command reward returns
+// the command's number, and 0 with a reason when it fails, times out (also after closing its
+// output, or with children of its own: the whole group is killed in time) or prints junk.
 #include "anvil/rl/tasks.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,6 +63,52 @@ TEST(TasksTest, TaskRewardScoresExactAndWellFormedAnswers) {
   EXPECT_DOUBLE_EQ(TaskReward(Task::kSorting, s, "1 2 3").reward, 1.1);
   EXPECT_DOUBLE_EQ(TaskReward(Task::kSorting, s, "3 2 1", 0.5).reward, 0.5);
   EXPECT_DOUBLE_EQ(TaskReward(Task::kSorting, s, "1,2,3").reward, 0.0);
+}
+
+// A user's pairs: the last task.held_out held out, problem i of a split
+// its pair i modulo the split's size; bad lines named; the answer compared
+// without the spaces around it.
+TEST(TasksTest, PairsComeFromAFileInItsOrder) {
+  const std::string path = ::testing::TempDir() + "pairs_" + std::to_string(getpid()) + ".jsonl";
+  std::ofstream(path) << R"({"prompt": "Q: one", "response": " 1"})"
+                      << "\n\n"
+                      << R"({"prompt": "Q: two", "response": "2", "note": "ignored"})"
+                      << "\n"
+                      << R"({"prompt": "Q: three", "response": "3"})"
+                      << "\n"
+                      << R"({"prompt": "Q: four", "response": "4"})"
+                      << "\n";
+  Config config;
+  ASSERT_TRUE(config.Set("task.name=\"pairs\"").ok());
+  ASSERT_TRUE(config.Set("task.data=\"" + path + "\"").ok());
+  ASSERT_TRUE(config.Set("task.held_out=1").ok());
+  const Result<TaskConfig> task = TaskConfig::FromConfig(config);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  EXPECT_EQ(task->SplitSize(Split::kTrain), 3);
+  EXPECT_EQ(task->SplitSize(Split::kHeldOut), 1);
+  EXPECT_EQ(MakeProblem(*task, Split::kTrain, 0).prompt, "Q: one");
+  EXPECT_EQ(MakeProblem(*task, Split::kTrain, 4).prompt, "Q: two");  // (4 mod 3)
+  EXPECT_EQ(MakeProblem(*task, Split::kHeldOut, 7).prompt, "Q: four");
+  const Problem first = MakeProblem(*task, Split::kTrain, 0);
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kPairs, first, "1\nmore").reward, 1.1);
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kPairs, first, "one").reward, 0.1);  // wrong, an answer
+  EXPECT_DOUBLE_EQ(TaskReward(Task::kPairs, first, " ").reward, 0.0);
+  // Too many held out; a line that is not a pair (named); no file.
+  ASSERT_TRUE(config.Set("task.held_out=4").ok());
+  EXPECT_FALSE(TaskConfig::FromConfig(config).ok());
+  std::ofstream(path, std::ios::app) << R"({"prompt": "Q: five"})"
+                                     << "\n";
+  ASSERT_TRUE(config.Set("task.held_out=1").ok());
+  const Result<TaskConfig> bad = TaskConfig::FromConfig(config);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path + " line 6:"), std::string::npos)
+      << bad.status().message();
+  std::remove(path.c_str());
+  EXPECT_FALSE(TaskConfig::FromConfig(config).ok());
+  // task.data belongs to pairs alone.
+  Config addition;
+  ASSERT_TRUE(addition.Set("task.data=\"x.jsonl\"").ok());
+  EXPECT_FALSE(TaskConfig::FromConfig(addition).ok());
 }
 
 TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
