@@ -1,7 +1,8 @@
 // Rewards of RL samples. TaskReward scores a completion against a task's
-// answer: 1 for an exact match (after trimming white space; the completion
-// ends at its first newline), plus `format_weight` for a well-formed answer
-// (a number, or for sorting a space-separated list of them), right or wrong.
+// answer: 1 for an exact match (each up to its first newline, white space
+// around it trimmed), plus `format_weight` for a well-formed answer (a
+// number, for sorting a space-separated list of them, for a user's pairs
+// any non-blank one), right or wrong.
 // CommandReward runs a user's command per sample: {"prompt": ...,
 // "completion": ...} as one JSON line on its stdin, one number on its stdout
 // (|reward| <= kMaxCommandReward); a command that fails, times out (its

@@ -410,6 +410,7 @@ Result<PostRunSummary> RunRl(Config config, const PostRunOptions& options, const
       }
     }
   }
+  RETURN_IF_ERROR(CheckHeldOutFits(run->policy(), rc.task, rc.eval_problems));
   RETURN_IF_ERROR(setup.Passed(run->Start()));
   Policy& policy = run->policy();
   const kernels::KernelCtx& ctx = *policy.ctx;

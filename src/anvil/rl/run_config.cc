@@ -62,8 +62,9 @@ Result<PostRunConfig> PostRunConfig::FromConfig(Config& config, const std::strin
   ASSIGN_OR_RETURN(c.task, TaskConfig::FromConfig(config));
   if (const int64_t n = c.task.SplitSize(Split::kHeldOut); n > 0 && c.eval_problems > n) {
     return InvalidArgument(
-        fmt::format("{}eval_problems = {}: task.data holds {} held-out pairs (task.held_out)", p,
-                    c.eval_problems, n));
+        fmt::format("{}eval_problems = {}: task.data holds {} held-out pairs (task.held_out); set "
+                    "{}eval_problems = {} or hold out more",
+                    p, c.eval_problems, n, p, n));
   }
   ASSIGN_OR_RETURN(c.optim, optim::OptimConfig::FromConfig(config));
   return c;

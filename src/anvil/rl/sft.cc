@@ -165,6 +165,16 @@ Result<PostRunSummary> RunSft(Config config, const PostRunOptions& options,
     }
     StartDelayedScales(model, ctx, first);
   }
+  // A file of pairs is finite: each is checked to fit the context now, not
+  // when its step comes (hours in, perhaps).
+  if (const int64_t n = rc.task.SplitSize(Split::kTrain); n > 0) {
+    SftBatch scratch;
+    for (int64_t first = 0; first < n; first += batch_size) {
+      RETURN_IF_ERROR(
+          FillSftBatch(policy, rc.task, first, std::min(batch_size, n - first), scratch));
+    }
+    RETURN_IF_ERROR(CheckHeldOutFits(policy, rc.task, rc.eval_problems));
+  }
   TrainerRanks slots(*trainers, static_cast<int>(grad_accum), run->zero_stage(), model, nullptr,
                      ctx.pool());
   parallel::DataParallel& dp = slots.policy_dp();

@@ -74,4 +74,18 @@ Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t
   return e;
 }
 
+Status CheckHeldOutFits(const Policy& policy, const TaskConfig& task, int64_t problems) {
+  for (int64_t i = 0; i < problems; ++i) {
+    const Problem p = MakeProblem(task, Split::kHeldOut, static_cast<uint64_t>(i));
+    const int64_t n = static_cast<int64_t>(policy.PromptTokens(p.prompt).size());
+    if (n >= policy.config.max_seq_len) {
+      return InvalidArgument(fmt::format(
+          "the held-out problem \"{}\" takes {} tokens as a prompt; model.max_seq_len = {} leaves "
+          "no room for its answer",
+          p.prompt, n, policy.config.max_seq_len));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace anvil::rl

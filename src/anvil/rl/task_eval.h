@@ -36,4 +36,9 @@ Result<TaskEval> EvaluateHeldOut(Policy& policy, const TaskConfig& task, int64_t
                                  int64_t max_batch, int64_t max_new, comm::Group* ranks = nullptr,
                                  const std::function<bool()>& cancel = {});
 
+// Whether held-out problems [0, problems) of `task` leave room in the
+// policy's context for an answer; else an error naming the first that does
+// not (a file of pairs may hold long ones).
+Status CheckHeldOutFits(const Policy& policy, const TaskConfig& task, int64_t problems);
+
 }  // namespace anvil::rl

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "anvil/core/check.h"
 #include "anvil/core/rng.h"
+#include "anvil/rl/reward.h"
 
 namespace anvil::rl {
 namespace {
@@ -22,6 +24,18 @@ constexpr uint64_t kValuesPerCandidate = 32;
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
   for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The pairs as read, split included.
+uint64_t HashOf(const ProblemPairs& pairs, int64_t held_out) {
+  uint64_t h = Fnv1a(fmt::format("held_out {}", held_out));
+  for (const std::vector<Problem>* list : {&pairs.train, &pairs.held_out}) {
+    for (const Problem& p : *list) {
+      h = (h ^ Fnv1a(p.prompt)) * 1099511628211ull;
+      h = (h ^ Fnv1a(p.answer)) * 1099511628211ull;
+    }
+  }
   return h;
 }
 
@@ -121,14 +135,18 @@ Result<ProblemPairs> ReadProblemPairs(const std::string& path, int64_t held_out)
       return j[key].get_ptr<const std::string*>();
     };
     const std::string *prompt = text("prompt"), *response = text("response");
-    if (prompt == nullptr || response == nullptr || prompt->empty() || response->empty()) {
+    // (an answer is compared up to its first line, spaces around it
+    // ignored: a blank one would reward an empty completion)
+    if (prompt == nullptr || response == nullptr || prompt->empty() ||
+        AnswerOf(*response).empty()) {
       return InvalidArgument(fmt::format(
-          "task.data {} line {}: expected {{\"prompt\": \"...\", \"response\": \"...\"}} "
-          "with both non-empty",
+          "task.data {} line {}: expected {{\"prompt\": \"...\", \"response\": \"...\"}}, "
+          "the prompt non-empty and the response's first line not blank",
           path, number));
     }
     all.push_back({*prompt, *response});
   }
+  if (in.bad()) return IoError(fmt::format("task.data {}: a read failed", path));
   if (held_out < 1 || held_out >= static_cast<int64_t>(all.size())) {
     return InvalidArgument(fmt::format(
         "task.data {} holds {} pairs; task.held_out = {} must leave at least one to train on "
@@ -163,7 +181,25 @@ Result<TaskConfig> TaskConfig::FromConfig(Config& config) {
     if (c.data.empty()) {
       return InvalidArgument("task.name = \"pairs\" needs task.data: a JSON-lines file of pairs");
     }
+    // Recorded by its absolute path and by its pairs' hash (in the run's
+    // config.toml, which a resume reads): a resume, from any folder, reads
+    // the same pairs or is refused.
+    std::error_code error;
+    const std::string absolute = std::filesystem::absolute(c.data, error).lexically_normal();
+    if (!error) {
+      c.data = absolute;
+      config.Resolve("task.data", absolute);
+    }
     ASSIGN_OR_RETURN(ProblemPairs pairs, ReadProblemPairs(c.data, c.held_out));
+    ASSIGN_OR_RETURN(const std::string recorded, config.GetString("task.data_hash", ""));
+    const std::string hash = fmt::format("{:016x}", HashOf(pairs, c.held_out));
+    if (!recorded.empty() && recorded != hash) {
+      return InvalidArgument(fmt::format(
+          "task.data {} holds other pairs than the run recorded (task.data_hash {}, now {}): "
+          "restore the file, or start a new run",
+          c.data, recorded, hash));
+    }
+    config.Resolve("task.data_hash", hash);
     c.pairs = std::make_shared<const ProblemPairs>(std::move(pairs));
   } else if (!c.data.empty()) {
     return InvalidArgument(fmt::format(
@@ -194,6 +230,7 @@ Problem MakeProblem(const TaskConfig& config, Split split, uint64_t index) {
     CHECK(config.pairs != nullptr) << "a pairs task without its pairs (TaskConfig::FromConfig)";
     const std::vector<Problem>& list =
         split == Split::kTrain ? config.pairs->train : config.pairs->held_out;
+    CHECK(!list.empty()) << "a pairs task with an empty split";
     return list[index % list.size()];
   }
   // Candidates until one hashes into the split (about 1.1 tries for train,

@@ -66,8 +66,9 @@ TEST(TasksTest, TaskRewardScoresExactAndWellFormedAnswers) {
 }
 
 // A user's pairs: the last task.held_out held out, problem i of a split
-// its pair i modulo the split's size; bad lines named; the answer compared
-// without the spaces around it.
+// its pair i modulo the split's size; the answer compared without the
+// spaces around it; the run records the file's absolute path and a hash of
+// its pairs, and a changed file is refused; bad lines are named.
 TEST(TasksTest, PairsComeFromAFileInItsOrder) {
   const std::string path = ::testing::TempDir() + "pairs_" + std::to_string(getpid()) + ".jsonl";
   std::ofstream(path) << R"({"prompt": "Q: one", "response": " 1"})"
@@ -93,22 +94,49 @@ TEST(TasksTest, PairsComeFromAFileInItsOrder) {
   EXPECT_DOUBLE_EQ(TaskReward(Task::kPairs, first, "1\nmore").reward, 1.1);
   EXPECT_DOUBLE_EQ(TaskReward(Task::kPairs, first, "one").reward, 0.1);  // wrong, an answer
   EXPECT_DOUBLE_EQ(TaskReward(Task::kPairs, first, " ").reward, 0.0);
-  // Too many held out; a line that is not a pair (named); no file.
-  ASSERT_TRUE(config.Set("task.held_out=4").ok());
-  EXPECT_FALSE(TaskConfig::FromConfig(config).ok());
-  std::ofstream(path, std::ios::app) << R"({"prompt": "Q: five"})"
+  // What the run's config.toml keeps: a resume from it reads the same
+  // pairs, and is refused once the file holds others.
+  const std::string toml = config.ResolvedToml();
+  EXPECT_NE(toml.find("data_hash = '"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("data = '/"), std::string::npos) << "not its absolute path: " << toml;
+  const Result<Config> saved = Config::FromString(toml, "config.toml");
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  Config resumed = *saved;
+  EXPECT_TRUE(TaskConfig::FromConfig(resumed).ok());
+  std::ofstream(path, std::ios::app) << R"({"prompt": "Q: five", "response": "5"})"
                                      << "\n";
+  resumed = *saved;
+  const Result<TaskConfig> changed = TaskConfig::FromConfig(resumed);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_NE(changed.status().message().find("holds other pairs than the run recorded"),
+            std::string::npos)
+      << changed.status().message();
+  // Too many held out; a blank answer, or a line that is not a pair (named).
+  auto refused = [&](const std::string& text) {
+    const Result<TaskConfig> r = TaskConfig::FromConfig(config);
+    EXPECT_FALSE(r.ok()) << text;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
+    }
+  };
+  ASSERT_TRUE(config.Set("task.held_out=5").ok());
+  refused("task.held_out = 5 must leave at least one to train on");
   ASSERT_TRUE(config.Set("task.held_out=1").ok());
-  const Result<TaskConfig> bad = TaskConfig::FromConfig(config);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find(path + " line 6:"), std::string::npos)
-      << bad.status().message();
+  std::ofstream(path, std::ios::app) << R"({"prompt": "Q: six", "response": " \nsix"})"
+                                     << "\n";
+  refused(path + " line 7: expected");
+  std::ofstream(path, std::ios::trunc) << R"({"prompt": "Q: seven"})"
+                                       << "\n";
+  refused(path + " line 1: expected");
   std::remove(path.c_str());
-  EXPECT_FALSE(TaskConfig::FromConfig(config).ok());
+  refused("cannot open it");
   // task.data belongs to pairs alone.
   Config addition;
   ASSERT_TRUE(addition.Set("task.data=\"x.jsonl\"").ok());
-  EXPECT_FALSE(TaskConfig::FromConfig(addition).ok());
+  const Result<TaskConfig> not_pairs = TaskConfig::FromConfig(addition);
+  ASSERT_FALSE(not_pairs.ok());
+  EXPECT_NE(not_pairs.status().message().find("is read by task.name = \"pairs\" only"),
+            std::string::npos);
 }
 
 TEST(TasksTest, CommandRewardRunsTheCommandAndNeverCrashes) {
