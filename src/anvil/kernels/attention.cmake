@@ -13,5 +13,6 @@ foreach(src ${_attn_tiers})
   set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 endforeach()
 
-anvil_test(kernels_attention_test SOURCES ${_attn}/attention_test.cc LIBS anvil_kernels)
+anvil_test(kernels_attention_test SOURCES ${_attn}/attention_test.cc LIBS anvil_kernels
+           LABELS every_tier)
 anvil_bench(kernels_attention_bench SOURCES ${_attn}/attention_bench.cc LIBS anvil_kernels)

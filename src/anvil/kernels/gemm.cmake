@@ -41,12 +41,16 @@ foreach(src ${_gemm_sources})
   set_property(SOURCE ${src} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 endforeach()
 
-anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels)
-anvil_test(kernels_gemm_fp8_test SOURCES ${_gemm}/gemm_fp8_test.cc LIBS anvil_kernels)
-anvil_test(kernels_gemm_fp8_pack_test SOURCES ${_gemm}/gemm_fp8_pack_test.cc LIBS anvil_kernels)
-anvil_test(kernels_gemm_int_test SOURCES ${_gemm}/gemm_int_test.cc LIBS anvil_kernels)
+anvil_test(kernels_gemm_test SOURCES ${_gemm}/gemm_test.cc LIBS anvil_kernels
+           LABELS every_tier)
+anvil_test(kernels_gemm_fp8_test SOURCES ${_gemm}/gemm_fp8_test.cc LIBS anvil_kernels
+           LABELS every_tier)
+anvil_test(kernels_gemm_fp8_pack_test SOURCES ${_gemm}/gemm_fp8_pack_test.cc LIBS anvil_kernels
+           LABELS every_tier)
+anvil_test(kernels_gemm_int_test SOURCES ${_gemm}/gemm_int_test.cc LIBS anvil_kernels
+           LABELS every_tier)
 anvil_test(kernels_gemm_int_avxvnni_test SOURCES ${_gemm}/cpu/gemm_int_avxvnni_test.cc
-           LIBS anvil_kernels)
+           LIBS anvil_kernels LABELS every_tier)
 # The integer GEMM's oracle rounds as the header defines: no contraction there either.
 set_property(SOURCE ${_gemm}/gemm_int_test.cc APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 anvil_bench(kernels_gemm_bench SOURCES ${_gemm}/gemm_bench.cc LIBS anvil_kernels)

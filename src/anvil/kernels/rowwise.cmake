@@ -21,7 +21,8 @@ function(anvil_rowwise_family f)
   anvil_isa_source(AVX2 ${dir}/cpu/${f}_avx2.cc)
   anvil_isa_source(AVX512 ${dir}/cpu/${f}_avx512.cc)
   anvil_rowwise_exact_fp(${srcs})
-  anvil_test(kernels_${f}_test SOURCES ${dir}/${f}_test.cc LIBS anvil_kernels)
+  anvil_test(kernels_${f}_test SOURCES ${dir}/${f}_test.cc LIBS anvil_kernels
+             LABELS every_tier)
   anvil_bench(kernels_${f}_bench SOURCES ${dir}/${f}_bench.cc LIBS anvil_kernels)
 endfunction()
 
@@ -31,7 +32,7 @@ set(_simd_test_srcs ${ANVIL_ROWWISE_DIR}/cpu/simd_test.cc ${ANVIL_ROWWISE_DIR}/c
 anvil_isa_source(AVX2 ${ANVIL_ROWWISE_DIR}/cpu/simd_test_avx2.cc)
 anvil_isa_source(AVX512 ${ANVIL_ROWWISE_DIR}/cpu/simd_test_avx512.cc)
 anvil_rowwise_exact_fp(${_simd_test_srcs})
-anvil_test(kernels_simd_test SOURCES ${_simd_test_srcs} LIBS anvil_core)
+anvil_test(kernels_simd_test SOURCES ${_simd_test_srcs} LIBS anvil_core LABELS every_tier)
 
 anvil_rowwise_family(norm)       # RMSNorm
 anvil_rowwise_family(rope)       # rotary position embedding
