@@ -422,6 +422,14 @@ inline void StorePairN(float* p, int n, V a, V b) {
 
 // ---- width-generic ------------------------------------------------------------
 
+// Asks for the cache lines of [p, p + bytes) in L2 (prefetcht1): for a loop
+// whose reads come in bursts between stretches of arithmetic, which the
+// hardware prefetchers, led by the demand stream, do not run ahead of.
+inline void PrefetchL2(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+}
+
 // e^x for every f32 x, the same bits on every width. Error < 1 ulp (0.86 ulp
 // measured over 2.2M inputs, simd_test.cc; subnormal results within 1 ulp of
 // 2^-149). x < -104 -> +0 (exact value < 2^-150), x >= 88.73 -> +inf,

