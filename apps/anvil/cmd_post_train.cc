@@ -157,6 +157,20 @@ int Fail(const char* kind, const Status& s) {
   return 1;
 }
 
+// What both commands share: a stop request (Ctrl-C) ends the run on every
+// rank; where this rank prints, evaluations and messages go past `progress`
+// (the line a terminal redraws, made by the command's on_start).
+rl::PostRunHooks RunHooks(const char* kind, bool prints,
+                          const std::unique_ptr<train::Progress>& progress) {
+  rl::PostRunHooks hooks{.stop_requested = [] { return train::StopRequested(); }};
+  if (!prints) return hooks;
+  hooks.on_eval = [kind, &progress](int64_t step, const rl::TaskEval& e) {
+    Say(progress.get(), EvalLine(kind, step, e));
+  };
+  hooks.on_message = [&progress](const std::string& text) { Say(progress.get(), text); };
+  return hooks;
+}
+
 // Under mpirun, whether the arguments and config (the same on every rank)
 // hold, agreed over `ranks` (every rank of the job): a failure is said once
 // and sets `agreed` (the job ends cleanly, no rank waits).
@@ -184,25 +198,16 @@ int RunSftCommand(const PostOptions& o, comm::Group* trainers, bool* agreed) {
   run.failed_in_setup = &failed_in_setup;
   train::InstallStopHandler();
   std::unique_ptr<train::Progress> progress;
-  auto summary = rl::RunSft(
-      std::move(*config), run,
-      !prints
-          ? rl::SftHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
-          : rl::SftHooks{
-                .run = {.on_eval =
-                            [&](int64_t step, const rl::TaskEval& e) {
-                              Say(progress.get(), EvalLine("sft", step, e));
-                            },
-                        .on_message = [&](const std::string& text) { Say(progress.get(), text); },
-                        .stop_requested = [] { return train::StopRequested(); }},
-                .on_start =
-                    [&](const rl::PostRunConfig& rc, int64_t first_step) {
-                      fmt::print("supervised fine-tuning for {} steps{}\n", rc.steps,
-                                 AllDone("sft", first_step, rc.steps));
-                      progress =
-                          std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
-                    },
-                .on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); }});
+  rl::SftHooks hooks{.run = RunHooks("sft", prints, progress)};
+  if (prints) {
+    hooks.on_start = [&](const rl::PostRunConfig& rc, int64_t first_step) {
+      fmt::print("supervised fine-tuning for {} steps{}\n", rc.steps,
+                 AllDone("sft", first_step, rc.steps));
+      progress = std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
+    };
+    hooks.on_step = [&](const train::StepMetrics& m) { progress->OnStep(m); };
+  }
+  auto summary = rl::RunSft(std::move(*config), run, hooks);
   if (progress) progress->Finish();
   if (!summary.ok() && failed_in_setup && trainers != nullptr) {
     SayAgreedFailure(*trainers, summary.status(), "anvil sft");
@@ -303,37 +308,25 @@ int RunRlCommand(const PostOptions& o, comm::Group& world, comm::Group* trainers
   train::InstallStopHandler();
   int64_t log_every = 10, total_steps = 0;
   std::unique_ptr<train::Progress> progress;
-  auto summary = rl::RunRl(
-      std::move(*config), run,
-      !prints
-          ? rl::RlHooks{.run = {.stop_requested = [] { return train::StopRequested(); }}}
-          : rl::RlHooks{
-                .run = {.on_eval =
-                            [&](int64_t step, const rl::TaskEval& e) {
-                              Say(progress.get(), EvalLine("rl", step, e));
-                            },
-                        .on_message = [&](const std::string& text) { Say(progress.get(), text); },
-                        .stop_requested = [] { return train::StopRequested(); }},
-                .on_start =
-                    [&](const rl::PostRunConfig& rc, int64_t first_step,
-                        const std::string& algorithm) {
-                      log_every = rc.log_every;
-                      total_steps = rc.steps;
-                      fmt::print("{} for {} steps{}\n", algorithm, rc.steps,
-                                 AllDone("rl", first_step, rc.steps));
-                      progress =
-                          std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
-                    },
-                .on_step =
-                    [&](const rl::RlStepMetrics& m) {
-                      // Every step on a terminal, in place; in full every
-                      // rl.log_every steps and at the last.
-                      progress->DrawStep(m.step, RlStepShort(m));
-                      if (m.step % log_every == 0 || m.step == total_steps) {
-                        progress->Message(RlStepLines(m, total_steps));
-                      }
-                    }},
-      &world);
+  rl::RlHooks hooks{.run = RunHooks("rl", prints, progress)};
+  if (prints) {
+    hooks.on_start = [&](const rl::PostRunConfig& rc, int64_t first_step,
+                         const std::string& algorithm) {
+      log_every = rc.log_every;
+      total_steps = rc.steps;
+      fmt::print("{} for {} steps{}\n", algorithm, rc.steps, AllDone("rl", first_step, rc.steps));
+      progress = std::make_unique<train::Progress>(first_step, rc.steps, rc.log_every);
+    };
+    hooks.on_step = [&](const rl::RlStepMetrics& m) {
+      // Every step on a terminal, in place; in full every rl.log_every
+      // steps and at the last.
+      progress->DrawStep(m.step, RlStepShort(m));
+      if (m.step % log_every == 0 || m.step == total_steps) {
+        progress->Message(RlStepLines(m, total_steps));
+      }
+    };
+  }
+  auto summary = rl::RunRl(std::move(*config), run, hooks, &world);
   if (progress) progress->Finish();
   if (!summary.ok() && failed_in_setup && trainers != nullptr) {
     SayAgreedFailure(*trainers, summary.status(), "anvil rl");
