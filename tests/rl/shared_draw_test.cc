@@ -12,9 +12,8 @@
 #include <vector>
 
 #include "anvil/comm/world.h"
-#include "anvil/data/bpe_train.h"
-#include "anvil/rl/policy.h"
 #include "anvil/rl/policy_step.h"
+#include "anvil/rl/policy_testing.h"
 #include "anvil/rl/task_eval.h"
 #include "anvil/rl/trainer_ranks.h"
 #include "mpi_testing.h"
@@ -38,17 +37,7 @@ bool SameSamples(const Rollouts& a, const Rollouts& b) {
 }
 
 void Check(comm::Group& world) {
-  model::ModelConfig cfg;
-  cfg.dim = 32;
-  cfg.n_layers = 2;
-  cfg.n_heads = 2;
-  cfg.n_kv_heads = 1;
-  cfg.ffn_dim = 64;
-  cfg.vocab_size = 259;
-  cfg.max_seq_len = 16;
-  auto tokenizer = data::ByteTokenizer();
-  Expect(tokenizer.ok(), "byte tokenizer");
-  auto policy = NewPolicy(cfg, std::move(*tokenizer), 3, {.max_batch = 8, .threads = 1});
+  auto policy = testing::NewMicroPolicy();
   Expect(policy.ok(), "policy");
   if (!policy.ok()) return;
   const infer::RolloutOptions options{

@@ -10,23 +10,13 @@
 
 #include <filesystem>
 
-#include "anvil/data/bpe_train.h"
+#include "anvil/rl/policy_testing.h"
 
 namespace anvil::rl {
 namespace {
 
 Policy MicroPolicy() {
-  model::ModelConfig cfg;
-  cfg.dim = 32;
-  cfg.n_layers = 2;
-  cfg.n_heads = 2;
-  cfg.n_kv_heads = 1;
-  cfg.ffn_dim = 64;
-  cfg.vocab_size = 259;
-  cfg.max_seq_len = 16;
-  auto tokenizer = data::ByteTokenizer();
-  EXPECT_TRUE(tokenizer.ok());
-  auto p = NewPolicy(cfg, std::move(*tokenizer), 3, {.max_batch = 8, .threads = 1});
+  auto p = testing::NewMicroPolicy();
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   return std::move(*p);
 }

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "anvil/core/file_util.h"
-#include "anvil/data/bpe_train.h"
 #include "anvil/data/testing.h"
+#include "anvil/rl/policy_testing.h"
 #include "anvil/rl/rl_run.h"
 #include "anvil/rl/sft.h"
 
@@ -162,20 +162,10 @@ TEST(PostRunTest, EachBadRlSettingIsNamedAlone) {
 // SFT's loss is on the answer and eos only: no prompt position has a
 // target, each answer position's is the next token, and the padding has none.
 TEST(PostRunTest, SftTargetsAreTheAnswersOnly) {
-  model::ModelConfig cfg;
-  cfg.dim = 32;
-  cfg.n_layers = 1;
-  cfg.n_heads = 2;
-  cfg.n_kv_heads = 1;
-  cfg.ffn_dim = 64;
-  cfg.vocab_size = 259;
-  cfg.max_seq_len = 16;
-  auto tokenizer = data::ByteTokenizer();
-  ASSERT_TRUE(tokenizer.ok());
-  auto policy = NewPolicy(cfg, std::move(*tokenizer), 3, {.max_batch = 4, .threads = 1});
+  auto policy = testing::NewMicroPolicy();
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();
   const TaskConfig task{.task = Task::kAddition, .digits = 3};
-  const int64_t rows = 4, first = 7, t_len = cfg.max_seq_len;
+  const int64_t rows = 4, first = 7, t_len = policy->config.max_seq_len;
   SftBatch b;
   ASSERT_TRUE(FillSftBatch(*policy, task, first, rows, b).ok());
   int64_t answers = 0;
