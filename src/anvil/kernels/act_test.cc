@@ -136,10 +136,11 @@ TEST(SwiGluReference, BackwardMatchesFiniteDifferences) {
   }
 }
 
-// Same bits on 1 and 2 threads, twice, and for a token alone vs in a batch.
+// Same bits on 1 and 2 threads, twice, and for a token alone vs in a batch
+// large enough (> 2 MiB of gate and up) that its loops ask for columns ahead.
 TYPED_TEST(SwiGluTest, DeterministicAndBatchInvariant) {
   using T = TypeParam;
-  const int64_t tokens = 7, f = 3000;  // two column blocks per token
+  const int64_t tokens = 200, f = 3000;  // two column blocks per token
   const auto gu = Random<T>(tokens * 2 * f, 5, -8, 8);
   const auto dout = Random<T>(tokens * f, 6);
   for (Isa isa : SupportedIsas()) {

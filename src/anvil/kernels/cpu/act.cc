@@ -34,7 +34,12 @@ void Run(const KernelCtx& ctx, int64_t tokens, int64_t f, const T* gate_up, cons
   CHECK_GT(f, 0) << "SwiGlu: f (the hidden width) must be > 0";
   CHECK(tokens == 0 || (gate_up != nullptr && out != nullptr && (!backward || dout != nullptr)))
       << "SwiGlu: gate_up, " << (backward ? "dout and dgate_up" : "out") << " must be non-null";
-  const act_internal::Args<T> args{.f = f, .gate_up = gate_up, .dout = dout, .out = out};
+  const act_internal::Args<T> args{
+      .f = f,
+      .gate_up = gate_up,
+      .dout = dout,
+      .out = out,
+      .prefetch = tokens * 2 * f * static_cast<int64_t>(sizeof(T)) > rowwise_internal::kL2Bytes};
   const auto& k = KernelsFor(ctx.isa());
   const auto fn = [&] {
     if constexpr (std::is_same_v<T, BF16>)

@@ -21,6 +21,8 @@ struct Args {
   const T* gate_up;
   const T* dout;
   T* out;  // forward: out; backward: dgate_up
+  // Ask for gate and up ahead: set where they outgrow the L2s.
+  bool prefetch;
 };
 
 struct Kernels {
@@ -108,6 +110,17 @@ void Run(const Args<T>& a, int64_t unit_begin, int64_t unit_end) {
     const int64_t begin = (unit % blocks) * act_internal::kBlock;
     const int64_t end = begin + act_internal::kBlock < a.f ? begin + act_internal::kBlock : a.f;
     int64_t j = begin;
+    if (V::kLanes > 1 && a.prefetch) {
+      // The exponentials and divisions keep the core busy enough that the
+      // hardware prefetchers fall behind; 512 columns ahead (from DRAM, 2
+      // threads: 1.15-1.25x). A loop of its own, as in norm_impl.h.
+      for (; j + kStep <= end; j += kStep) {
+        const T* ahead = a.gate_up + t * 2 * a.f + j + 512;
+        PrefetchL2(ahead, kStep * sizeof(T));
+        PrefetchL2(ahead + a.f, kStep * sizeof(T));
+        Step<V, T, kBackward>(a, t, j, kStep);
+      }
+    }
     for (; j + kStep <= end; j += kStep) Step<V, T, kBackward>(a, t, j, kStep);
     if (j < end) Step<V, T, kBackward>(a, t, j, static_cast<int>(end - j));
   }

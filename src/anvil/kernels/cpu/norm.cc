@@ -23,8 +23,8 @@ const Kernels& ScalarKernels() {
 
 namespace {
 
-// The L2 of the two cores this is tuned on (2 x 1 MiB).
-constexpr int64_t kL2Bytes = int64_t{2} << 20;
+using rowwise_internal::kL2Bytes;
+
 // Bytes of x and dy per block of rows in backward: half of the L2, leaving
 // room for dx and dweight.
 constexpr int64_t kBlockBytes = kL2Bytes / 2;
