@@ -3,6 +3,9 @@
 // or x, dy, dx (backward) once each, plus weight and rstd.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "anvil/kernels/norm.h"
 #include "anvil/kernels/rowwise_benchmarking.h"
 
@@ -43,6 +46,31 @@ void BM_RmsNormBackward(benchmark::State& state) {
   SetBytes(state, 3.0 * rows * dim * sizeof(T) + 4.0 * (3 * dim + rows));
 }
 
+// The ceiling for the cases above: the same bytes through a plain loop on
+// the same threads, as integers of T's width (y = x + 1: forward's traffic;
+// dx = x + dy: backward's; an add, not a copy, which the compiler would make
+// a memcpy with streaming stores).
+template <typename T, bool kTwoInputs>
+void BM_PlainLoop(benchmark::State& state) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t rows = state.range(1), dim = state.range(2);
+  Buffer<T> x(rows * dim, 1), dy(rows * dim, 2), out(rows * dim, 3);
+  const U* a = reinterpret_cast<const U*>(x.data());
+  const U* b = reinterpret_cast<const U*>(dy.data());
+  U* o = reinterpret_cast<U*>(out.data());
+  const KernelCtx& ctx = Ctx(threads);
+  for (auto _ : state) {
+    ctx.pool().ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin * dim; i < end * dim; ++i) {
+        o[i] = static_cast<U>(a[i] + (kTwoInputs ? b[i] : U{1}));
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  SetBytes(state, (kTwoInputs ? 3.0 : 2.0) * rows * dim * sizeof(T));
+}
+
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({threads, 16, 4096});    // 256 KiB of f32 x: in L2
@@ -56,6 +84,10 @@ BENCHMARK(BM_RmsNormForward<float>)->Apply(Shapes);
 BENCHMARK(BM_RmsNormForward<BF16>)->Apply(Shapes);
 BENCHMARK(BM_RmsNormBackward<float>)->Apply(Shapes);
 BENCHMARK(BM_RmsNormBackward<BF16>)->Apply(Shapes);
+BENCHMARK(BM_PlainLoop<float, false>)->Apply(Shapes);
+BENCHMARK(BM_PlainLoop<BF16, false>)->Apply(Shapes);
+BENCHMARK(BM_PlainLoop<float, true>)->Apply(Shapes);
+BENCHMARK(BM_PlainLoop<BF16, true>)->Apply(Shapes);
 
 }  // namespace
 }  // namespace anvil::kernels
