@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "anvil/kernels/cpu/rowwise_parallel.h"
 #include "anvil/kernels/ref/act_ref.h"
 #include "anvil/kernels/rowwise_testing.h"
 
@@ -137,10 +138,12 @@ TEST(SwiGluReference, BackwardMatchesFiniteDifferences) {
 }
 
 // Same bits on 1 and 2 threads, twice, and for a token alone vs in a batch
-// large enough (> 2 MiB of gate and up) that its loops ask for columns ahead.
+// large enough (gate and up past the L2s, even in bf16) that its loops ask
+// for columns ahead.
 TYPED_TEST(SwiGluTest, DeterministicAndBatchInvariant) {
   using T = TypeParam;
-  const int64_t tokens = 200, f = 3000;  // two column blocks per token
+  const int64_t f = 3000;  // two column blocks per token
+  const int64_t tokens = rowwise_internal::kL2Bytes / (2 * f * int64_t{sizeof(BF16)}) + 16;
   const auto gu = Random<T>(tokens * 2 * f, 5, -8, 8);
   const auto dout = Random<T>(tokens * f, 6);
   for (Isa isa : SupportedIsas()) {

@@ -46,22 +46,23 @@ void BM_RmsNormBackward(benchmark::State& state) {
   SetBytes(state, 3.0 * rows * dim * sizeof(T) + 4.0 * (3 * dim + rows));
 }
 
-// The ceiling for the cases above: the same bytes through a plain loop on
-// the same threads, as integers of T's width (y = x + 1: forward's traffic;
-// dx = x + dy: backward's; an add, not a copy, which the compiler would make
-// a memcpy with streaming stores).
+// The ceiling for the cases above: their bytes of x, y / dy, dx (not weight
+// and rstd) through a plain loop on the same threads, as integers of T's
+// width (y = x + 1: forward's traffic; dx = x + dy: backward's; an add, not
+// a copy, which the compiler would make a memcpy with streaming stores).
 template <typename T, bool kTwoInputs>
 void BM_PlainLoop(benchmark::State& state) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
   const int threads = static_cast<int>(state.range(0));
   const int64_t rows = state.range(1), dim = state.range(2);
-  Buffer<T> x(rows * dim, 1), dy(rows * dim, 2), out(rows * dim, 3);
-  const U* a = reinterpret_cast<const U*>(x.data());
-  const U* b = reinterpret_cast<const U*>(dy.data());
-  U* o = reinterpret_cast<U*>(out.data());
+  Buffer<U> x(rows * dim, 1, 0, 100), dy(kTwoInputs ? rows * dim : 1, 2, 0, 100),
+      out(rows * dim, 3, 0, 100);
   const KernelCtx& ctx = Ctx(threads);
   for (auto _ : state) {
     ctx.pool().ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
+      const U* a = x.data();
+      const U* b = dy.data();
+      U* o = out.data();
       for (int64_t i = begin * dim; i < end * dim; ++i) {
         o[i] = static_cast<U>(a[i] + (kTwoInputs ? b[i] : U{1}));
       }

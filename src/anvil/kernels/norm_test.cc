@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "anvil/kernels/cpu/rowwise_parallel.h"
 #include "anvil/kernels/ref/norm_ref.h"
 #include "anvil/kernels/rowwise_testing.h"
 
@@ -234,10 +235,12 @@ TYPED_TEST(RmsNormTest, DeterministicOverRunsAndThreadCounts) {
 }
 
 // A row's y, rstd and dx are bitwise the same alone and inside a batch
-// large enough (> 2 MiB of x) that its loops ask for rows ahead.
+// large enough (x past the L2s, even in bf16) that its loops ask for rows
+// ahead.
 TYPED_TEST(RmsNormTest, BatchInvariant) {
   using T = TypeParam;
-  const int64_t rows = 1100, dim = 1031;
+  const int64_t dim = 1031;
+  const int64_t rows = rowwise_internal::kL2Bytes / (dim * int64_t{sizeof(BF16)}) + 64;
   const auto x = Random<T>(rows * dim, 13, -3, 3);
   const auto w = Random<float>(dim, 14);
   const auto dy = Random<T>(rows * dim, 15);

@@ -22,8 +22,8 @@ struct Args {
   const T* dy;     // backward
   T* dx;           // backward
   float* dweight;  // backward
-  // Ask for the next row (block of columns in dweight) ahead: set where the
-  // inputs outgrow the L2s, whose cached rows would only pay for the asks.
+  // Ask for the next row ahead (forward, and backward's dx pass): set where
+  // the inputs outgrow the L2s, whose cached rows would only pay for the asks.
   bool prefetch;
 };
 

@@ -14,7 +14,8 @@ namespace anvil::kernels::rowwise_internal {
 
 // The L2 of the two cores these kernels are tuned on (2 x 1 MiB). Inputs
 // larger than this come from L3 or DRAM, and the loops that would wait on
-// them ask for their next lines ahead (simd.h's PrefetchL2).
+// them ask for their next lines ahead (simd.h's PrefetchL2). Whatever the
+// pool's size: one thread, with its 1 MiB, asks only from 2 MiB on too.
 inline constexpr int64_t kL2Bytes = int64_t{2} << 20;
 
 // A family's table for `isa`, from its three per-tier accessors.

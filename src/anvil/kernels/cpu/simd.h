@@ -422,9 +422,10 @@ inline void StorePairN(float* p, int n, V a, V b) {
 
 // ---- width-generic ------------------------------------------------------------
 
-// Asks for the cache lines of [p, p + bytes) in L2 (prefetcht1): for a loop
-// whose reads come in bursts between stretches of arithmetic, which the
-// hardware prefetchers, led by the demand stream, do not run ahead of.
+// Asks for the lines at p, p + 64, ... below p + bytes in L2 (prefetcht1;
+// calls along a stream cover it, whatever p's alignment): for a loop whose
+// reads come in bursts between stretches of arithmetic, which the hardware
+// prefetchers, led by the demand stream, do not run ahead of.
 inline void PrefetchL2(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);

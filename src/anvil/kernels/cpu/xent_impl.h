@@ -64,9 +64,11 @@ inline void Chunk(const T* x, int64_t n, V& m, V& s) {
   V a0 = V::Zero(), a1 = a0, a2 = a0, a3 = a0;
   i = 0;
   for (; i + 4 * L <= n; i += 4 * L) {
-    // The next chunk (the next row's start after a row's last), on its way
-    // while the exponentials keep the core busy: the max pass above then
-    // reads it from L2, not DRAM (1.4x on f32 logits from DRAM).
+    // kChunk logits past this chunk's start (the next chunk; after a short
+    // last chunk, the rest of the next row's first), on their way while the
+    // exponentials keep the core busy: the max pass above then reads them
+    // from L2, not DRAM (from DRAM, 2 threads: f32 1.6x, bf16 1.3x). Asked
+    // at every size: in cache the asks cost nothing (4 rows: 1.06-1.11x).
     if constexpr (L > 1) PrefetchL2(x + xent_internal::kChunk + i, 4 * L * sizeof(T));
     a0 = a0 + Exp(V::Load(x + i) - mn);
     a1 = a1 + Exp(V::Load(x + i + L) - mn);
