@@ -113,9 +113,9 @@ void Run(const Args<T>& a, int64_t unit_begin, int64_t unit_end) {
     if (V::kLanes > 1 && a.prefetch) {
       // The exponentials and divisions keep the core busy enough that the
       // hardware prefetchers fall behind: gate and up 512 columns ahead, the
-      // next token's near a row's end (from DRAM, 2 threads, over
-      // several paired runs: forward 1.08-1.29x, backward 0.98-1.17x). A loop of
-      // its own, as in norm_impl.h.
+      // next token's near a row's end (from DRAM, 2 threads, over several
+      // paired runs: forward 1.08-1.29x, backward 0.98-1.17x). A loop of its
+      // own, as in norm_impl.h.
       for (; j + kStep <= end; j += kStep) {
         const int64_t col = j + 512;
         const T* ahead =
