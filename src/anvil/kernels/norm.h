@@ -28,9 +28,10 @@ void RmsNormForward(const KernelCtx& ctx, int64_t rows, int64_t dim, const BF16*
 //   dweight[c] += sum over rows, in row order, of dy[r, c] * x[r, c] * rstd[r]  (+=)
 // dweight[c]'s bits depend on nothing but the inputs: an f32 partial starts
 // at 0, takes fma(dy * x, rstd, partial) for rows 0, 1, ... in order, and is
-// added to dweight[c] once. Threads split the columns for dweight (the
-// partials live in their scratch: dim floats per thread are needed) and the
-// rows for dx; rows go in L2-sized blocks so x and dy are read from DRAM once.
+// added to dweight[c] once. Threads take blocks of rows, read each block's x
+// and dy from DRAM once, and hand the partials on from block to block in row
+// order (they live in thread 0's scratch: dim floats, and a cache line per
+// 4096 columns).
 // `dx` may alias `dy` (same dtype); it must not alias `x`.
 void RmsNormBackward(const KernelCtx& ctx, int64_t rows, int64_t dim, const float* x,
                      const float* weight, const float* rstd, const float* dy, float* dx,

@@ -1,5 +1,6 @@
 // RMSNorm throughput: forward and backward, f32 and bf16, in cache (16 rows),
-// L3 (512 rows) and DRAM (8192 rows), on 1 and 2 threads. GB/s counts x, y (forward)
+// L3 (512 rows) and DRAM (8192 rows) at dim 4096, and configs/small.toml's
+// batch (2048 x 512), on 1 and 2 threads. GB/s counts x, y (forward)
 // or x, dy, dx (backward) once each, plus weight and rstd.
 #include <benchmark/benchmark.h>
 
@@ -77,6 +78,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
     b->Args({threads, 16, 4096});    // 256 KiB of f32 x: in L2
     b->Args({threads, 512, 4096});   // 8 MiB of f32 x: L3 (a training step's rows)
     b->Args({threads, 8192, 4096});  // 128 MiB of f32 x: DRAM
+    b->Args({threads, 2048, 512});   // configs/small.toml's batch: 4 MiB of f32 x
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }

@@ -132,34 +132,65 @@ TYPED_TEST(RmsNormTest, BackwardMatchesReference) {
   }
 }
 
-// dweight is specified bit for bit (norm.h): the plain row-order loop, on 1
-// and 2 threads, over enough rows to span several of backward's row blocks.
+// dweight is specified bit for bit (norm.h): the plain row-order loop, on 1,
+// 2 and 3 threads, over enough rows to span several of backward's blocks of
+// rows, and (dim 8200) several of its steps of columns.
 TYPED_TEST(RmsNormTest, DweightIsThePlainRowOrderSum) {
   using T = TypeParam;
-  const int64_t rows = 300, dim = 1031;  // > 1 MiB of x and dy: 3+ row blocks
-  const auto x = Random<T>(rows * dim, 19, -2, 2);
-  const auto w = Random<float>(dim, 20);
-  const auto dy = Random<T>(rows * dim, 21);
-  const auto rstd = Random<float>(rows, 22, 0.5f, 2.0f);
-  std::vector<float> want = Random<float>(dim, 23);
-  const std::vector<float> start = want;
-  for (int64_t c = 0; c < dim; ++c) {
-    float acc = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float p = static_cast<float>(AsDouble(dy[r * dim + c])) *
-                      static_cast<float>(AsDouble(x[r * dim + c]));
-      acc = std::fma(p, rstd[r], acc);
+  ThreadPool pool3(3);
+  for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{300, 1031}, {40, 8200}}) {
+    const auto x = Random<T>(rows * dim, 19, -2, 2);
+    const auto w = Random<float>(dim, 20);
+    const auto dy = Random<T>(rows * dim, 21);
+    const auto rstd = Random<float>(rows, 22, 0.5f, 2.0f);
+    std::vector<float> want = Random<float>(dim, 23);
+    const std::vector<float> start = want;
+    for (int64_t c = 0; c < dim; ++c) {
+      float acc = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float p = static_cast<float>(AsDouble(dy[r * dim + c])) *
+                        static_cast<float>(AsDouble(x[r * dim + c]));
+        acc = std::fma(p, rstd[r], acc);
+      }
+      want[c] = want[c] + acc;
     }
-    want[c] = want[c] + acc;
+    for (Isa isa : SupportedIsas()) {
+      const KernelCtx ctx3(pool3, isa);
+      for (int threads : {1, 2, 3}) {
+        std::vector<float> dw = start;
+        std::vector<T> dx(rows * dim);
+        RmsNormBackward(threads == 3 ? ctx3 : Ctx(isa, threads), rows, dim, x.data(), w.data(),
+                        rstd.data(), dy.data(), dx.data(), dw.data());
+        EXPECT_TRUE(SameBits(dw, want))
+            << IsaName(isa) << " " << threads << " threads, dim " << dim;
+      }
+    }
   }
+}
+
+// Backward's threads wait on one another (dweight's sums go from block to
+// block); where the pool runs them one after another (a call from inside a
+// pool job), the results are the same bits, with no deadlock.
+TYPED_TEST(RmsNormTest, BackwardInsideAPoolJob) {
+  using T = TypeParam;
+  const int64_t rows = 200, dim = 1031;
+  const auto x = Random<T>(rows * dim, 24, -2, 2);
+  const auto w = Random<float>(dim, 25);
+  const auto dy = Random<T>(rows * dim, 26);
+  const auto rstd = Random<float>(rows, 27, 0.5f, 2.0f);
   for (Isa isa : SupportedIsas()) {
-    for (int threads : {1, 2}) {
-      std::vector<float> dw = start;
-      std::vector<T> dx(rows * dim);
-      RmsNormBackward(Ctx(isa, threads), rows, dim, x.data(), w.data(), rstd.data(), dy.data(),
-                      dx.data(), dw.data());
-      EXPECT_TRUE(SameBits(dw, want)) << IsaName(isa) << " " << threads << " threads";
-    }
+    const KernelCtx& ctx = Ctx(isa, 2);
+    std::vector<T> dx(rows * dim), dx_nested(rows * dim);
+    std::vector<float> dw(dim, 0.5f), dw_nested(dim, 0.5f);
+    RmsNormBackward(ctx, rows, dim, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
+                    dw.data());
+    ctx.pool().RunOnAll([&](int t) {
+      if (t != 0) return;
+      RmsNormBackward(ctx, rows, dim, x.data(), w.data(), rstd.data(), dy.data(), dx_nested.data(),
+                      dw_nested.data());
+    });
+    EXPECT_TRUE(SameBits(dx, dx_nested)) << IsaName(isa);
+    EXPECT_TRUE(SameBits(dw, dw_nested)) << IsaName(isa);
   }
 }
 

@@ -1,7 +1,8 @@
 // RMSNorm row kernels, written once over the vector type V (simd.h) and
 // instantiated per tier by norm.cc (F32x1), norm_avx2.cc and norm_avx512.cc.
-// Each function covers a range of rows (or of columns, for dweight) that the
-// dispatcher in norm.cc hands to one thread; nothing here checks or allocates.
+// Each function covers a range of rows (or, for backward's dweight, a step
+// of columns of a block of rows) that the dispatcher in norm.cc hands to one
+// thread; nothing here checks or allocates.
 #pragma once
 
 #include <cstdint>
@@ -22,29 +23,29 @@ struct Args {
   const T* dy;     // backward
   T* dx;           // backward
   float* dweight;  // backward
-  // Ask for the next row ahead (forward, and backward's dx pass): set where
-  // the inputs outgrow the L2s, whose cached rows would only pay for the asks.
+  // Ask for the next row ahead (forward): set where the inputs outgrow the
+  // L2s, whose cached rows would only pay for the asks.
   bool prefetch;
 };
 
-// One thread's share of dweight for one block of rows: columns
-// [col_begin, col_end), with running f32 sums acc[0, col_end - col_begin)
-// carried from block to block (the thread's scratch).
-struct DwRange {
+// Backward's dweight pass over one step, columns [col_begin, col_end) of a
+// block of rows [row_begin, row_end); acc[0, dim) holds the running sums
+// that the blocks of rows hand on to one another in row order.
+struct StepRange {
   int64_t row_begin, row_end, col_begin, col_end;
   float* acc;
   bool first, last;  // the first / last block of rows
 };
 
 struct Kernels {
-  // dweight's column granularity: threads get whole blocks of this many columns.
-  int64_t dw_block_columns;
   void (*forward_f32)(const Args<float>&, int64_t row_begin, int64_t row_end);
   void (*forward_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end);
-  void (*backward_dx_f32)(const Args<float>&, int64_t row_begin, int64_t row_end);
-  void (*backward_dx_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end);
-  void (*backward_dw_f32)(const Args<float>&, const DwRange&);
-  void (*backward_dw_bf16)(const Args<BF16>&, const DwRange&);
+  void (*backward_row_scales_f32)(const Args<float>&, int64_t row_begin, int64_t row_end, float* k);
+  void (*backward_row_scales_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end, float* k);
+  void (*backward_dweight_step_f32)(const Args<float>&, const StepRange&);
+  void (*backward_dweight_step_bf16)(const Args<BF16>&, const StepRange&);
+  void (*backward_dx_f32)(const Args<float>&, int64_t row_begin, int64_t row_end, const float* k);
+  void (*backward_dx_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end, const float* k);
 };
 
 const Kernels& ScalarKernels();  // norm.cc
@@ -112,36 +113,84 @@ void Forward(const Args<T>& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
-// dx = rstd * (w dy) - k x with k = (s / dim) * rstd^3, s = sum_c (w dy) x.
+// Backward's first pass over a block of rows: per row, the dx formula's
+// k = (s / dim) * rstd^3 with s = sum_c (w dy) x, into k[r - row_begin].
+// It reads the block's x and dy from DRAM into the thread's L2, where the
+// dweight and dx passes find them.
 template <typename V, typename T>
-void BackwardDx(const Args<T>& a, int64_t row_begin, int64_t row_end) {
+void BackwardRowScales(const Args<T>& a, int64_t row_begin, int64_t row_end, float* k) {
+  constexpr int64_t L = V::kLanes;
+  const int64_t dim = a.dim;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const T* x = a.x + r * dim;
+    const T* dy = a.dy + r * dim;
+    const float s = RowDot<V>(dim, [&](int64_t c, int64_t n, V acc) {
+      if (n == L) return MulAdd(V::Load(a.weight + c) * V::Load(dy + c), V::Load(x + c), acc);
+      const int m = static_cast<int>(n);
+      return MulAdd(V::LoadN(a.weight + c, m) * V::LoadN(dy + c, m), V::LoadN(x + c, m), acc);
+    });
+    const float rs = a.rstd[r];
+    k[r - row_begin] = (s / static_cast<float>(dim)) * (rs * rs * rs);
+  }
+}
+
+// Backward's dweight over one step: columns [col_begin, col_end) of a block
+// of rows, rows in order and each row's columns in order:
+//   acc += (dy * x) * rstd  (one fma),
+// acc starting from 0 on the first block of rows and added to dweight after
+// the last (else left in step.acc for the next block). Row by row, not
+// column by column with the sums in registers: a column walk down the rows
+// leads the stride prefetcher on into the next block's rows, which another
+// core is working on (measured: that core's pass ran 1.6x slower). Lanes
+// never mix, so a column's bits depend on neither the steps nor the blocks.
+template <typename V, typename T>
+void BackwardDweightStep(const Args<T>& a, const norm_internal::StepRange& step) {
+  constexpr int64_t L = V::kLanes;
+  const int64_t c0 = step.col_begin, n = step.col_end - c0;
+  float* acc = step.acc + c0;
+  if (step.first) {
+    for (int64_t c = 0; c < n; ++c) acc[c] = 0.0f;
+  }
+  for (int64_t r = step.row_begin; r < step.row_end; ++r) {
+    const T* x = a.x + r * a.dim + c0;
+    const T* dy = a.dy + r * a.dim + c0;
+    const V rs = V::Set(a.rstd[r]);
+    int64_t c = 0;
+    for (; c + L <= n; c += L) {
+      MulAdd(V::Load(dy + c) * V::Load(x + c), rs, V::Load(acc + c)).Store(acc + c);
+    }
+    if (c < n) {
+      const int m = static_cast<int>(n - c);
+      MulAdd(V::LoadN(dy + c, m) * V::LoadN(x + c, m), rs, V::LoadN(acc + c, m)).StoreN(acc + c, m);
+    }
+  }
+  if (step.last) {
+    float* dw = a.dweight + c0;
+    int64_t c = 0;
+    for (; c + L <= n; c += L) (V::Load(dw + c) + V::Load(acc + c)).Store(dw + c);
+    if (c < n) {
+      const int m = static_cast<int>(n - c);
+      (V::LoadN(dw + c, m) + V::LoadN(acc + c, m)).StoreN(dw + c, m);
+    }
+  }
+}
+
+// Backward's last pass over a block of rows, after its dweight (dx may
+// alias dy): dx = rstd * (w dy) - k x, with k from BackwardRowScales.
+template <typename V, typename T>
+void BackwardDx(const Args<T>& a, int64_t row_begin, int64_t row_end, const float* k) {
   constexpr int64_t L = V::kLanes;
   const int64_t dim = a.dim;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const T* x = a.x + r * dim;
     const T* dy = a.dy + r * dim;
     T* dx = a.dx + r * dim;
-    const float s = RowDot<V>(dim, [&](int64_t c, int64_t n, V acc) {
-      if (n == L) return MulAdd(V::Load(a.weight + c) * V::Load(dy + c), V::Load(x + c), acc);
-      const int k = static_cast<int>(n);
-      return MulAdd(V::LoadN(a.weight + c, k) * V::LoadN(dy + c, k), V::LoadN(x + c, k), acc);
-    });
-    const float rs = a.rstd[r];
-    const V vrs = V::Set(rs);
-    const V vk = V::Set((s / static_cast<float>(dim)) * (rs * rs * rs));
-    const auto step = [&](int64_t c) {
+    const V vrs = V::Set(a.rstd[r]);
+    const V vk = V::Set(k[r - row_begin]);
+    int64_t c = 0;
+    for (; c + L <= dim; c += L) {
       const V g = V::Load(a.weight + c) * V::Load(dy + c);
       NegMulAdd(vk, V::Load(x + c), vrs * g).Store(dx + c);
-    };
-    int64_t c = 0;
-    if (L > 1 && a.prefetch) {  // the next row, as in Forward
-      for (; c + L <= dim; c += L) {
-        PrefetchL2(x + dim + c, L * sizeof(T));
-        PrefetchL2(dy + dim + c, L * sizeof(T));
-        step(c);
-      }
-    } else {
-      for (; c + L <= dim; c += L) step(c);
     }
     if (c < dim) {
       const int n = static_cast<int>(dim - c);
@@ -151,63 +200,16 @@ void BackwardDx(const Args<T>& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
-// dweight is computed in blocks of kDwVectors vectors of columns, one
-// accumulator register each (16 x 1 lane for the portable tier: a cache line).
-template <typename V>
-inline constexpr int kDwVectors = V::kLanes == 1 ? 16 : 8;
-
-// For `nv` (<= kMaxNv) vectors of columns from c (the last `tail` lanes
-// wide): acc[c..] += sum over rows [row_begin, row_end), in order, of
-// (dy * x) * rstd, starting from 0 when `first`; when `last`, dweight += acc
-// instead of saving acc. Lanes never mix, so a column's bits depend on
-// neither the column blocking nor the row blocking.
-template <typename V, typename T, int kMaxNv>
-void DwBlock(const Args<T>& a, const norm_internal::DwRange& range, int64_t c, int nv, int tail) {
-  constexpr int L = V::kLanes;
-  float* acc_mem = range.acc + (c - range.col_begin);
-  V acc[kMaxNv];
-  for (int j = 0; j < nv; ++j) {
-    const int n = j == nv - 1 ? tail : L;
-    acc[j] = range.first ? V::Zero()
-             : n == L    ? V::Load(acc_mem + j * L)
-                         : V::LoadN(acc_mem + j * L, n);
-  }
-  for (int64_t r = range.row_begin; r < range.row_end; ++r) {
-    const T* x = a.x + r * a.dim + c;
-    const T* dy = a.dy + r * a.dim + c;
-    const V rs = V::Set(a.rstd[r]);
-    for (int j = 0; j < nv; ++j) {
-      const int n = j == nv - 1 ? tail : L;
-      const V p = n == L ? V::Load(dy + j * L) * V::Load(x + j * L)
-                         : V::LoadN(dy + j * L, n) * V::LoadN(x + j * L, n);
-      acc[j] = MulAdd(p, rs, acc[j]);
-    }
-  }
-  for (int j = 0; j < nv; ++j) {
-    const int n = j == nv - 1 ? tail : L;
-    float* out = range.last ? a.dweight + c + j * L : acc_mem + j * L;
-    const V v = range.last ? (n == L ? V::Load(out) : V::LoadN(out, n)) + acc[j] : acc[j];
-    n == L ? v.Store(out) : v.StoreN(out, n);
-  }
-}
-
-template <typename V, typename T>
-void BackwardDw(const Args<T>& a, const norm_internal::DwRange& range) {
-  constexpr int64_t L = V::kLanes;
-  constexpr int kNv = kDwVectors<V>;
-  int64_t c = range.col_begin;
-  for (; c + kNv * L <= range.col_end; c += kNv * L) DwBlock<V, T, kNv>(a, range, c, kNv, L);
-  if (c < range.col_end) {
-    const int64_t n = range.col_end - c;
-    const int nv = static_cast<int>((n + L - 1) / L);
-    DwBlock<V, T, kNv>(a, range, c, nv, static_cast<int>(n - (nv - 1) * L));
-  }
-}
-
 template <typename V>
 constexpr norm_internal::Kernels MakeKernels() {
-  return {kDwVectors<V> * V::kLanes, Forward<V, float>,    Forward<V, BF16>,   BackwardDx<V, float>,
-          BackwardDx<V, BF16>,       BackwardDw<V, float>, BackwardDw<V, BF16>};
+  return {Forward<V, float>,
+          Forward<V, BF16>,
+          BackwardRowScales<V, float>,
+          BackwardRowScales<V, BF16>,
+          BackwardDweightStep<V, float>,
+          BackwardDweightStep<V, BF16>,
+          BackwardDx<V, float>,
+          BackwardDx<V, BF16>};
 }
 
 }  // namespace anvil::kernels::ANVIL_SIMD_NS::norm
