@@ -43,7 +43,10 @@ class KernelCtx {
   bool weights_outgrow_caches() const { return weights_outgrow_caches_; }
   void set_weights_outgrow_caches(bool outgrow) { weights_outgrow_caches_ = outgrow; }
 
-  // Thread t's scratch (64-byte aligned); only thread t of the pool uses it.
+  // Thread t's scratch (64-byte aligned); only thread t of the pool uses it,
+  // except that RMSNorm backward's threads share thread 0's. So one kernel
+  // call at a time per context: a call from inside a pool job (which runs
+  // the kernel's threads inline) must not meet another on the same context.
   std::byte* scratch(int t) const { return scratch_[t].data(); }
   size_t scratch_bytes() const { return scratch_.empty() ? 0 : scratch_[0].size(); }
 

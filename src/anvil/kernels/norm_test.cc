@@ -27,8 +27,8 @@ using testing::SupportedIsas;
 
 constexpr float kEps = 1e-5f;
 
-// Sizes around every block: 1 lane, 8 and 16 lanes, 4-vector groups, the
-// 8/16-vector dweight blocks, and primes.
+// Sizes around every block: 1 lane, 8 and 16 lanes, 4-vector groups, and
+// primes.
 const int64_t kDims[] = {1, 2, 7, 8, 15, 16, 17, 31, 33, 64, 127, 129, 263, 1031};
 const int64_t kRows[] = {1, 3, 13};
 
@@ -134,11 +134,12 @@ TYPED_TEST(RmsNormTest, BackwardMatchesReference) {
 
 // dweight is specified bit for bit (norm.h): the plain row-order loop, on 1,
 // 2 and 3 threads, over enough rows to span several of backward's blocks of
-// rows, and (dim 8200) several of its steps of columns.
+// rows, and (dim 8200) several of its steps of columns, or fewer blocks than
+// threads (4 rows); dx the same bits on every thread count.
 TYPED_TEST(RmsNormTest, DweightIsThePlainRowOrderSum) {
   using T = TypeParam;
   ThreadPool pool3(3);
-  for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{300, 1031}, {40, 8200}}) {
+  for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{300, 1031}, {40, 8200}, {4, 1031}}) {
     const auto x = Random<T>(rows * dim, 19, -2, 2);
     const auto w = Random<float>(dim, 20);
     const auto dy = Random<T>(rows * dim, 21);
@@ -156,13 +157,17 @@ TYPED_TEST(RmsNormTest, DweightIsThePlainRowOrderSum) {
     }
     for (Isa isa : SupportedIsas()) {
       const KernelCtx ctx3(pool3, isa);
+      std::vector<T> dx_one_thread;
       for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " " << threads << " threads, rows "
+                                          << rows << " dim " << dim);
         std::vector<float> dw = start;
         std::vector<T> dx(rows * dim);
         RmsNormBackward(threads == 3 ? ctx3 : Ctx(isa, threads), rows, dim, x.data(), w.data(),
                         rstd.data(), dy.data(), dx.data(), dw.data());
-        EXPECT_TRUE(SameBits(dw, want))
-            << IsaName(isa) << " " << threads << " threads, dim " << dim;
+        EXPECT_TRUE(SameBits(dw, want));
+        if (threads == 1) dx_one_thread = dx;
+        EXPECT_TRUE(SameBits(dx, dx_one_thread));
       }
     }
   }
@@ -266,8 +271,8 @@ TYPED_TEST(RmsNormTest, DeterministicOverRunsAndThreadCounts) {
 }
 
 // A row's y, rstd and dx are bitwise the same alone and inside a batch
-// large enough (x past the L2s, even in bf16) that its loops ask for rows
-// ahead.
+// large enough (x past the L2s, even in bf16) that forward asks for rows
+// ahead and backward runs several blocks of rows.
 TYPED_TEST(RmsNormTest, BatchInvariant) {
   using T = TypeParam;
   const int64_t dim = 1031;
@@ -296,27 +301,29 @@ TYPED_TEST(RmsNormTest, BatchInvariant) {
   }
 }
 
-// y may overwrite x and dx may overwrite dy, with the same bits.
+// y may overwrite x and dx may overwrite dy, with the same bits: one block
+// of rows in backward, and several.
 TYPED_TEST(RmsNormTest, InPlace) {
   using T = TypeParam;
-  const int64_t rows = 5, dim = 129;
-  const auto x = Random<T>(rows * dim, 16, -3, 3);
-  const auto w = Random<float>(dim, 17);
-  const auto dy = Random<T>(rows * dim, 18);
-  for (Isa isa : SupportedIsas()) {
-    SCOPED_TRACE(IsaName(isa));
-    const KernelCtx& ctx = Ctx(isa, 2);
-    std::vector<T> y(rows * dim), dx(rows * dim), inout = x, dinout = dy;
-    std::vector<float> rstd(rows), dw(dim), dw2(dim);
-    RmsNormForward(ctx, rows, dim, x.data(), w.data(), kEps, y.data(), rstd.data());
-    RmsNormForward(ctx, rows, dim, inout.data(), w.data(), kEps, inout.data(), nullptr);
-    EXPECT_TRUE(SameBits(y, inout));
-    RmsNormBackward(ctx, rows, dim, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
-                    dw.data());
-    RmsNormBackward(ctx, rows, dim, x.data(), w.data(), rstd.data(), dinout.data(), dinout.data(),
-                    dw2.data());
-    EXPECT_TRUE(SameBits(dx, dinout));
-    EXPECT_TRUE(SameBits(dw, dw2));
+  for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{5, 129}, {300, 1031}}) {
+    const auto x = Random<T>(rows * dim, 16, -3, 3);
+    const auto w = Random<float>(dim, 17);
+    const auto dy = Random<T>(rows * dim, 18);
+    for (Isa isa : SupportedIsas()) {
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " rows " << rows);
+      const KernelCtx& ctx = Ctx(isa, 2);
+      std::vector<T> y(rows * dim), dx(rows * dim), inout = x, dinout = dy;
+      std::vector<float> rstd(rows), dw(dim), dw2(dim);
+      RmsNormForward(ctx, rows, dim, x.data(), w.data(), kEps, y.data(), rstd.data());
+      RmsNormForward(ctx, rows, dim, inout.data(), w.data(), kEps, inout.data(), nullptr);
+      EXPECT_TRUE(SameBits(y, inout));
+      RmsNormBackward(ctx, rows, dim, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
+                      dw.data());
+      RmsNormBackward(ctx, rows, dim, x.data(), w.data(), rstd.data(), dinout.data(), dinout.data(),
+                      dw2.data());
+      EXPECT_TRUE(SameBits(dx, dinout));
+      EXPECT_TRUE(SameBits(dw, dw2));
+    }
   }
 }
 

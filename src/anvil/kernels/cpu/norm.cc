@@ -34,11 +34,15 @@ using rowwise_internal::kL2Bytes;
 constexpr int64_t kBlockBytes = kL2Bytes / 4;
 constexpr int64_t kMaxBlockRows = 256;
 // Backward's steps of columns, the unit in which dweight's sums go from one
-// block to the next. A hand-off costs ~250-500 ns between this host's two
+// block to the next. A cache line takes ~250 ns between this host's two
 // cores, so on 2 threads one step per row was fastest up to dim 4096 (steps
-// of 1024 columns: 1-14% slower, docs/PERFORMANCE.md); with many threads,
-// smaller steps would let several blocks' dweight passes overlap.
+// of 1024 columns: 1-14% slower, docs/PERFORMANCE.md). With many threads,
+// smaller steps would let several blocks' dweight passes overlap (each
+// block trailing the one before by two steps).
 constexpr int64_t kStepColumns = 4096;
+constexpr int64_t kLineBytes = 64;
+// Pauses before a waiting thread yields its core (as the pool's spin).
+constexpr int kSpinsBeforeYield = 2000;
 
 const norm_internal::Kernels& KernelsFor(Isa isa) {
   return rowwise_internal::KernelsForTier(isa, norm_internal::ScalarKernels,
@@ -80,20 +84,20 @@ void Forward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const 
       .dx = nullptr,
       .dweight = nullptr,
       .prefetch = rows * dim * static_cast<int64_t>(sizeof(T)) > kL2Bytes};
-  const auto& k = KernelsFor(ctx.isa());
-  const auto fn = ForType<T>(k.forward_f32, k.forward_bf16);
+  const auto& kernels = KernelsFor(ctx.isa());
+  const auto fn = ForType<T>(kernels.forward_f32, kernels.forward_bf16);
   rowwise_internal::ParallelFor(ctx, rows,
                                 [&](int64_t begin, int64_t end, int) { fn(args, begin, end); });
 }
 
-// Waits until `turn` reaches b (block b - 1 of rows has handed a step's
-// dweight sums on): spinning first, since the hand-offs come microseconds
-// apart, then yielding, so that with more threads than cores the thread
-// being waited for gets to run.
+// Waits until `turn` (a step's count of blocks done) reaches b, block b - 1
+// of rows having added its sums: spinning first, since the hand-offs come
+// microseconds apart, then yielding, so that with more threads than cores
+// the thread being waited for gets to run.
 void WaitForTurn(int64_t& turn, int64_t b) {
   const std::atomic_ref<int64_t> t(turn);
   for (int spins = 0; t.load(std::memory_order_acquire) != b;) {
-    if (spins < 4096) {
+    if (spins < kSpinsBeforeYield) {
       ++spins;
       _mm_pause();
     } else {
@@ -122,10 +126,12 @@ void Backward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const
                                     .dx = dx,
                                     .dweight = dweight,
                                     .prefetch = false};
-  const auto& k = KernelsFor(ctx.isa());
-  const auto row_scales_fn = ForType<T>(k.backward_row_scales_f32, k.backward_row_scales_bf16);
-  const auto step_fn = ForType<T>(k.backward_dweight_step_f32, k.backward_dweight_step_bf16);
-  const auto dx_fn = ForType<T>(k.backward_dx_f32, k.backward_dx_bf16);
+  const auto& kernels = KernelsFor(ctx.isa());
+  const auto row_scales_fn =
+      ForType<T>(kernels.backward_row_scales_f32, kernels.backward_row_scales_bf16);
+  const auto step_fn =
+      ForType<T>(kernels.backward_dweight_step_f32, kernels.backward_dweight_step_bf16);
+  const auto dx_fn = ForType<T>(kernels.backward_dx_f32, kernels.backward_dx_bf16);
 
   // Each thread takes whole blocks of rows, the next free one at a time, and
   // makes three passes over a block, all in its own L2 after the first:
@@ -135,7 +141,8 @@ void Backward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const
   // dweight's row-order sums go from block to block in acc: turn[s] counts
   // the blocks that have added their rows to step s, and block b takes step
   // s once turn[s + 1] == b (the block before is done with s and the next
-  // step, whose sums are then asked for ahead): a wavefront. The row scales
+  // step, whose sums are then asked for ahead; the last step waits on its
+  // own turn): a wavefront. The row scales
   // and dx passes never wait, so one thread's dweight pass overlaps the
   // other's. Blocks are taken in order, so the lowest unfinished block never
   // waits: no deadlock, even where the pool runs its threads one after
@@ -143,19 +150,20 @@ void Backward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const
   //
   // (Before: dweight split across threads by columns and dx by rows, so
   // half of what each thread's dx pass read sat in the other core's L2;
-  // 2 threads, dim 4096, f32 from DRAM: 31 -> 41 GB/s, in L2 41 -> 74.)
+  // 2 threads, dim 4096, f32 from DRAM: 29 -> 35 GB/s, in L2 43 -> 73.)
   const int64_t row_bytes = 2 * dim * static_cast<int64_t>(sizeof(T));  // x and dy
   const int64_t block_rows = std::clamp<int64_t>(
       std::min(kBlockBytes / row_bytes, (rows + ctx.threads() - 1) / ctx.threads()), 1,
       kMaxBlockRows);
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
   const int64_t steps = (dim + kStepColumns - 1) / kStepColumns;
-  const size_t scratch_bytes = static_cast<size_t>(steps) * 64 + static_cast<size_t>(dim) * 4;
+  const size_t scratch_bytes =
+      static_cast<size_t>(steps * kLineBytes + dim * int64_t{sizeof(float)});
   CHECK_GE(ctx.scratch_bytes(), scratch_bytes)
       << "RmsNormBackward: needs " << scratch_bytes << " bytes of scratch (thread 0's)";
   // A line per turn: a turn is written by one core and read by another.
   int64_t* turn = reinterpret_cast<int64_t*>(ctx.scratch(0));
-  constexpr int64_t kTurnStride = 64 / sizeof(int64_t);
+  constexpr int64_t kTurnStride = kLineBytes / sizeof(int64_t);
   float* acc = reinterpret_cast<float*>(turn + kTurnStride * steps);
   std::fill(turn, turn + kTurnStride * steps, 0);
   alignas(64) std::atomic<int64_t> next_block{0};
@@ -166,9 +174,11 @@ void Backward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const
       row_scales_fn(args, r0, r1, row_scales);
       for (int64_t s = 0; s < steps; ++s) {
         const int64_t c0 = s * kStepColumns, c1 = std::min(dim, c0 + kStepColumns);
-        WaitForTurn(turn[kTurnStride * std::min(s + 1, steps - 1)], b);
-        if (b > 0 && s + 1 < steps) {
-          for (int64_t c = c1; c < std::min(dim, c1 + kStepColumns); c += 64 / sizeof(float)) {
+        const int64_t wait_step = std::min(s + 1, steps - 1);  // see above
+        WaitForTurn(turn[kTurnStride * wait_step], b);
+        if (b > 0) {
+          for (int64_t c = c1; c < std::min(dim, c1 + kStepColumns);
+               c += kLineBytes / sizeof(float)) {
             __builtin_prefetch(acc + c, 1, 3);
           }
         }

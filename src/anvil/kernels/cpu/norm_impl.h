@@ -40,12 +40,16 @@ struct StepRange {
 struct Kernels {
   void (*forward_f32)(const Args<float>&, int64_t row_begin, int64_t row_end);
   void (*forward_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end);
-  void (*backward_row_scales_f32)(const Args<float>&, int64_t row_begin, int64_t row_end, float* k);
-  void (*backward_row_scales_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end, float* k);
+  void (*backward_row_scales_f32)(const Args<float>&, int64_t row_begin, int64_t row_end,
+                                  float* row_scales);
+  void (*backward_row_scales_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end,
+                                   float* row_scales);
   void (*backward_dweight_step_f32)(const Args<float>&, const StepRange&);
   void (*backward_dweight_step_bf16)(const Args<BF16>&, const StepRange&);
-  void (*backward_dx_f32)(const Args<float>&, int64_t row_begin, int64_t row_end, const float* k);
-  void (*backward_dx_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end, const float* k);
+  void (*backward_dx_f32)(const Args<float>&, int64_t row_begin, int64_t row_end,
+                          const float* row_scales);
+  void (*backward_dx_bf16)(const Args<BF16>&, int64_t row_begin, int64_t row_end,
+                           const float* row_scales);
 };
 
 const Kernels& ScalarKernels();  // norm.cc
@@ -114,11 +118,12 @@ void Forward(const Args<T>& a, int64_t row_begin, int64_t row_end) {
 }
 
 // Backward's first pass over a block of rows: per row, the dx formula's
-// k = (s / dim) * rstd^3 with s = sum_c (w dy) x, into k[r - row_begin].
+// scale k = (s / dim) * rstd^3 with s = sum_c (w dy) x, into
+// row_scales[r - row_begin].
 // It reads the block's x and dy from DRAM into the thread's L2, where the
 // dweight and dx passes find them.
 template <typename V, typename T>
-void BackwardRowScales(const Args<T>& a, int64_t row_begin, int64_t row_end, float* k) {
+void BackwardRowScales(const Args<T>& a, int64_t row_begin, int64_t row_end, float* row_scales) {
   constexpr int64_t L = V::kLanes;
   const int64_t dim = a.dim;
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -130,7 +135,7 @@ void BackwardRowScales(const Args<T>& a, int64_t row_begin, int64_t row_end, flo
       return MulAdd(V::LoadN(a.weight + c, m) * V::LoadN(dy + c, m), V::LoadN(x + c, m), acc);
     });
     const float rs = a.rstd[r];
-    k[r - row_begin] = (s / static_cast<float>(dim)) * (rs * rs * rs);
+    row_scales[r - row_begin] = (s / static_cast<float>(dim)) * (rs * rs * rs);
   }
 }
 
@@ -176,9 +181,10 @@ void BackwardDweightStep(const Args<T>& a, const norm_internal::StepRange& step)
 }
 
 // Backward's last pass over a block of rows, after its dweight (dx may
-// alias dy): dx = rstd * (w dy) - k x, with k from BackwardRowScales.
+// alias dy): dx = rstd * (w dy) - k x, with k the row's scale from
+// BackwardRowScales.
 template <typename V, typename T>
-void BackwardDx(const Args<T>& a, int64_t row_begin, int64_t row_end, const float* k) {
+void BackwardDx(const Args<T>& a, int64_t row_begin, int64_t row_end, const float* row_scales) {
   constexpr int64_t L = V::kLanes;
   const int64_t dim = a.dim;
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -186,7 +192,7 @@ void BackwardDx(const Args<T>& a, int64_t row_begin, int64_t row_end, const floa
     const T* dy = a.dy + r * dim;
     T* dx = a.dx + r * dim;
     const V vrs = V::Set(a.rstd[r]);
-    const V vk = V::Set(k[r - row_begin]);
+    const V vk = V::Set(row_scales[r - row_begin]);
     int64_t c = 0;
     for (; c + L <= dim; c += L) {
       const V g = V::Load(a.weight + c) * V::Load(dy + c);
