@@ -311,8 +311,11 @@ template <typename T, typename TC>
 void CheckStreamingEqualsPacked(const char* dtypes) {
   ThreadPool pool(2);
   // K = 8191 and 8193: four K blocks, and one past AMX's streaming limit.
-  for (const Shape& s : {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513},
-                         Shape{0, 200, 2100}, Shape{0, 40, 8191}, Shape{0, 40, 8193}}) {
+  // N = 2041 (ldb 2048): B's rows 4 or 8 KiB apart, which AVX2 streams from
+  // DRAM in half groups.
+  for (const Shape& s :
+       {Shape{0, 200, 1100}, Shape{0, 37, 33}, Shape{0, 768, 513}, Shape{0, 200, 2100},
+        Shape{0, 40, 8191}, Shape{0, 40, 8193}, Shape{0, 2041, 300}}) {
     for (Trans ta : {Trans::kN, Trans::kT}) {
       for (bool accumulate : {false, true}) {
         // 80 rows: past the 64 that read an f32 B in place, so B is packed.
@@ -328,7 +331,7 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
           // sweep order whatever B's size.
           KernelCtx dram = Ctx(pool, tier);
           dram.set_weights_outgrow_caches(true);
-          for (int64_t m : {1, 5, 8, 12}) {
+          for (int64_t m : {1, 4, 5, 8, 12}) {
             ExpectSameRows(p.Rows(dram, m), packed,
                            Name(p.g, tier, dtypes) + " from DRAM, M=" + std::to_string(m));
           }

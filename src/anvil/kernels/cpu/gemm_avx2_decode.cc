@@ -31,6 +31,24 @@ template <bool kEdge>
 
 // B rows per sweep of a panel; partials reload once per group.
 constexpr int64_t kGroup = 16;
+// Rows of B whose stride is a multiple of 4 KiB (N a multiple of 1024 f32 or
+// 2048 bf16: 4096, 14336) all fall in one set of L1 (64 sets of 64 bytes on
+// Zen 3 and Zen 5), so a group's 16 lines evict one another before the
+// strips or passes that read each line again (4-8 rows) come back to them.
+// From DRAM, 4-8 rows of such a B go in half groups (ANVIL_ISA=avx2 on a
+// Zen 5, 2 threads, K 4096, N 4096 and 14336, medians of 5 alternating
+// runs: bf16 1.03-1.22x, f32 1.03-1.30x; 1-3 rows level, so kept whole).
+bool CrowdsL1Sets(int64_t row_bytes) {
+  constexpr int kSets = 64, kLine = 64;
+  bool seen[kSets] = {};
+  int sets = 0;
+  for (int64_t r = 0; r < kGroup; ++r) {
+    const int64_t set = r * row_bytes / kLine % kSets;
+    sets += !seen[set];
+    seen[set] = true;
+  }
+  return sets < 4;  // more than 4 of the group's lines to a set
+}
 // B larger than this streams from DRAM: prefetch the next group's lines
 // (as the AVX-512 unit; below it, strips run down a whole K block). 8 MiB
 // before a real Zen 3 (32 MiB of L3) measured f32 B of 9-11 MiB faster
@@ -122,7 +140,8 @@ template <typename T, int M, int NV, bool kEdge, bool kTransA, bool kPrefetch>
     __m256 bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      // The next group's line of this strip: one panel sweep ahead, into L2.
+      // The line kGroup rows on in this strip: one panel sweep ahead (two in
+      // half groups), into L2.
       if (kPrefetch && v * 8 * sizeof(T) % 64 == 0) {
         _mm_prefetch(reinterpret_cast<const char*>(brow + kGroup * ldb + 8 * v), _MM_HINT_T1);
       }
@@ -249,7 +268,8 @@ void Rows(const Problem& p, const Region& r, const Buffers& buf) {
   constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
   const bool from_l3 = M == 1 && p.k * (r.n1 - r.n0) * int64_t{sizeof(T)} > kOneRowL2Bytes;
   const bool long_groups = p.k * p.n * int64_t{sizeof(T)} < kOneRowLongGroupBytes;
-  const int64_t group = kPrefetch     ? kGroup
+  const bool half_groups = M >= 4 && CrowdsL1Sets(p.ldb * int64_t{sizeof(T)});
+  const int64_t group = kPrefetch     ? (half_groups ? kGroup / 2 : kGroup)
                         : !from_l3    ? kAvx2.kc
                         : long_groups ? kOneRowLongGroup<T>
                                       : kOneRowGroup<T>;
