@@ -331,7 +331,7 @@ void CheckStreamingEqualsPacked(const char* dtypes) {
           // sweep order whatever B's size.
           KernelCtx dram = Ctx(pool, tier);
           dram.set_weights_outgrow_caches(true);
-          for (int64_t m : {1, 4, 5, 8, 12}) {
+          for (int64_t m : {1, 4, 5, 6, 7, 8, 12}) {
             ExpectSameRows(p.Rows(dram, m), packed,
                            Name(p.g, tier, dtypes) + " from DRAM, M=" + std::to_string(m));
           }

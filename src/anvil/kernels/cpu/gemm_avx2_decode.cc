@@ -33,11 +33,12 @@ template <bool kEdge>
 constexpr int64_t kGroup = 16;
 // Rows of B whose stride is a multiple of 4 KiB (N a multiple of 1024 f32 or
 // 2048 bf16: 4096, 14336) all fall in one set of L1 (64 sets of 64 bytes on
-// Zen 3 and Zen 5), so a group's 16 lines evict one another before the
-// strips or passes that read each line again (4-8 rows) come back to them.
-// From DRAM, 4-8 rows of such a B go in half groups (ANVIL_ISA=avx2 on a
-// Zen 5, 2 threads, K 4096, N 4096 and 14336, medians of 5 alternating
-// runs: bf16 1.03-1.22x, f32 1.03-1.30x; 1-3 rows level, so kept whole).
+// Zen 3 and Zen 5), and a group's 16 lines, with the next group's asked for
+// at the same sets of L2, evict one another. From DRAM, 4-8 rows of such a
+// B go in half groups (ANVIL_ISA=avx2 on a Zen 5, 2 threads, K 4096, N 4096
+// and 14336, paired medians of 5 alternating runs: bf16 1.07-1.26x, f32
+// 1.13-1.25x; 1-3 rows level, so kept whole). Strides of 2 KiB (8 lines to
+// a set) count as crowded too; unmeasured.
 bool CrowdsL1Sets(int64_t row_bytes) {
   constexpr int kSets = 64, kLine = 64;
   bool seen[kSets] = {};
@@ -268,8 +269,9 @@ void Rows(const Problem& p, const Region& r, const Buffers& buf) {
   constexpr int64_t kWidth = kPartialFloats / M / (8 * kNv) * (8 * kNv);
   const bool from_l3 = M == 1 && p.k * (r.n1 - r.n0) * int64_t{sizeof(T)} > kOneRowL2Bytes;
   const bool long_groups = p.k * p.n * int64_t{sizeof(T)} < kOneRowLongGroupBytes;
-  const bool half_groups = M >= 4 && CrowdsL1Sets(p.ldb * int64_t{sizeof(T)});
-  const int64_t group = kPrefetch     ? (half_groups ? kGroup / 2 : kGroup)
+  const bool half_groups = kPrefetch && M >= 4 && CrowdsL1Sets(p.ldb * int64_t{sizeof(T)});
+  const int64_t group = half_groups   ? kGroup / 2
+                        : kPrefetch   ? kGroup
                         : !from_l3    ? kAvx2.kc
                         : long_groups ? kOneRowLongGroup<T>
                                       : kOneRowGroup<T>;
