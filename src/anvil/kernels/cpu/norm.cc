@@ -142,11 +142,11 @@ void Backward(const KernelCtx& ctx, int64_t rows, int64_t dim, const T* x, const
   // the blocks that have added their rows to step s, and block b takes step
   // s once turn[s + 1] == b (the block before is done with s and the next
   // step, whose sums are then asked for ahead; the last step waits on its
-  // own turn): a wavefront. The row scales
-  // and dx passes never wait, so one thread's dweight pass overlaps the
-  // other's. Blocks are taken in order, so the lowest unfinished block never
-  // waits: no deadlock, even where the pool runs its threads one after
-  // another. Which thread takes which block changes no bits.
+  // own turn): a wavefront. The row-scale and dx passes never wait, so one
+  // thread's dweight pass overlaps the other's. Blocks are taken in order,
+  // so the lowest unfinished block never waits: no deadlock, even where the
+  // pool runs its threads one after another. Which thread takes which block
+  // changes no bits.
   //
   // (Before: dweight split across threads by columns and dx by rows, so
   // half of what each thread's dx pass read sat in the other core's L2;
