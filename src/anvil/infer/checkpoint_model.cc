@@ -160,12 +160,8 @@ Result<CheckpointModel> LoadCheckpointModel(const std::string& checkpoint,
                                             io::CheckpointRead read, bool whole_grads) {
   model::ForwardOptions o;
   ASSIGN_OR_RETURN(CheckpointModel m, Open(checkpoint, precision, threads, run_fp8, &o, read));
-  if (!whole_grads && m.config.tie_embeddings) {
-    return InvalidArgument(fmt::format(
-        "{}: the model ties its embeddings (one tensor in two units), so it keeps its whole "
-        "gradient: ZeRO-2 needs untied ones",
-        m.info.dir));
-  }
+  RETURN_IF_ERROR(model::CheckParamBuffers(m.config, {.grads = whole_grads})
+                      .WithContext(fmt::format("{}: ZeRO-2", m.info.dir)));
   const model::LlamaOptions options{.precision = o.precision,
                                     .max_batch = max_batch,
                                     .max_seq_len = m.config.max_seq_len,

@@ -39,9 +39,8 @@ Llama::Llama(const ModelConfig& config, const LlamaOptions& options, const kerne
   CHECK_GE(ctx.scratch_bytes(), kernels::AttentionScratchBytes(AttentionDimsOf(shape_)))
       << "the kernel context's per-thread scratch is too small for attention";
   max_tokens_ = options_.max_batch * options_.max_seq_len;
-  CHECK(!config.tie_embeddings || (options_.buffers.weights && options_.buffers.grads))
-      << "a model with tied embeddings holds whole weights and grads (the LM head is the "
-         "embedding: one tensor in two units)";
+  const Status buffers = CheckParamBuffers(config, options_.buffers);
+  CHECK(buffers.ok()) << buffers.message();
   // Views of the buffers held; the others are bound unit by unit.
   fw_ = ViewOf(params_,
                {.precision = options_.precision,

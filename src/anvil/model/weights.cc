@@ -59,6 +59,14 @@ Status StageRange::Check(const ModelConfig& c) const {
   return Status::Ok();
 }
 
+Status CheckParamBuffers(const ModelConfig& config, ParamBuffers buffers) {
+  if (!config.tie_embeddings || (buffers.weights && buffers.grads)) return Status::Ok();
+  return InvalidArgument(
+      "model.tie_embeddings = true needs the whole weights and gradient (the tied LM head is the "
+      "embedding, one tensor in two units, and ZeRO-2/3 reduce and gather unit by unit): use "
+      "ZeRO-1 or untied embeddings");
+}
+
 LlamaParams::LlamaParams(const ModelConfig& config, bool with_bf16, ParamBuffers buffers,
                          const ShardInfo& shard, const StageRange& stage)
     : config_(config), shard_(shard), stage_(stage) {

@@ -117,6 +117,10 @@ struct ParamBuffers {
   bool weights = true;  // f32 master weights (and the bf16 copy, with bf16)
   bool grads = true;
 };
+// Tied embeddings need both whole buffers: the LM head is the embedding, one
+// tensor in two units, where ZeRO-2/3 reduce and gather unit by unit. The
+// reason, for callers to prefix with the setting that asked for less.
+Status CheckParamBuffers(const ModelConfig& config, ParamBuffers buffers);
 
 class LlamaParams {
  public:

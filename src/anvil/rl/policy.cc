@@ -28,19 +28,11 @@ Status CheckPrecision(model::Precision precision) {
   return Status::Ok();
 }
 
-// ZeRO-2's model holds no whole gradient, which tied embeddings need (the LM
-// head is the embedding: one tensor in two units).
-Status CheckBuffers(const model::ModelConfig& config, const PolicyOptions& options) {
-  if (options.whole_grads || !config.tie_embeddings) return Status::Ok();
-  return InvalidArgument(
-      "ZeRO-2 needs a model with untied embeddings (model.tie_embeddings = false): a tied one's "
-      "embedding is in two units, and each unit's gradient goes to a buffer of its own");
-}
-
 // The model of `config` in `policy`, weights uninitialised.
 Status Build(Policy& policy, const PolicyOptions& options) {
   RETURN_IF_ERROR(CheckPrecision(options.precision));
-  RETURN_IF_ERROR(CheckBuffers(policy.config, options));
+  RETURN_IF_ERROR(model::CheckParamBuffers(policy.config, {.grads = options.whole_grads})
+                      .WithContext("ZeRO-2"));
   if (policy.tokenizer.vocab_size() > policy.config.vocab_size) {
     return InvalidArgument(fmt::format("the tokenizer has {} tokens, model.vocab_size is {}",
                                        policy.tokenizer.vocab_size(), policy.config.vocab_size));

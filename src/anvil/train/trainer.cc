@@ -213,19 +213,15 @@ Status Trainer::Init(Config config, const RunOptions& options) {
 // on the outcome).
 Status Trainer::Build() {
   const int zero = plan_->zero();
-  if (zero >= 2 && model_config_.tie_embeddings) {
-    return InvalidArgument(fmt::format(
-        "parallel.zero = {} with model.tie_embeddings = true: the tied LM head is the embedding, "
-        "one tensor in two units, which ZeRO-2/3 reduce and gather unit by unit; use "
-        "parallel.zero = 1 or untied embeddings",
-        zero));
-  }
+  const model::ParamBuffers buffers{.weights = zero < 3, .grads = zero < 2};
+  RETURN_IF_ERROR(model::CheckParamBuffers(model_config_, buffers)
+                      .WithContext(fmt::format("parallel.zero = {}", zero)));
   const model::LlamaOptions mo{
       .precision = train_.precision,
       .recompute = train_.recompute,
       .max_batch = train_.batch_size,
       .max_seq_len = train_.seq_len,
-      .buffers = {.weights = zero < 3, .grads = zero < 2},
+      .buffers = buffers,
       .fp8 = {.grad = train_.fp8_grad_format,
               .decode = train_.fp8_decode,
               .amax_history = static_cast<int>(train_.fp8_amax_history),
