@@ -6,7 +6,7 @@
 #   scripts/run_fuzz.sh long N [TARGET...]    N executions per target
 #
 # TARGETs (default: all): safetensors tokenizer_json config shard
-# checkpoint_manifest trainer_state. Inputs the fuzzer finds go to a temporary
+# checkpoint_manifest trainer_state hf_config task_pairs. Inputs the fuzzer finds go to a temporary
 # folder, so the repository is not modified. Exits non-zero if any target
 # crashes, hangs (-timeout), allocates past -malloc_limit_mb or gets a
 # sanitizer report; the input that did it is kept in build/fuzz/artifacts/<name>/
@@ -19,7 +19,8 @@ usage() {
   echo "usage: $0 smoke [TARGET...] | $0 long N [TARGET...]" >&2
   exit 2
 }
-all_targets=(safetensors tokenizer_json config shard checkpoint_manifest trainer_state)
+all_targets=(safetensors tokenizer_json config shard checkpoint_manifest trainer_state hf_config
+  task_pairs)
 
 [ $# -ge 1 ] || usage
 case "$1" in

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <tuple>
 
 #include "anvil/core/thread_pool.h"
 #include "anvil/io/safetensors.h"
@@ -795,6 +796,44 @@ TEST_F(CheckpointTest, BadFilesFailWithClearMessages) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("tie_word_embeddings"), std::string::npos) << s.ToString();
   std::printf("example error: %s\n", s.ToString().c_str());
+}
+
+// config.json's shape keys are read only as JSON integers: a float (1e300
+// was undefined behaviour in the conversion, 2.5 truncated), a string or a
+// missing key is refused by name; a missing num_key_value_heads means MHA.
+TEST(ModelConfigTest, HfConfigTakesIntegersOnly) {
+  ModelConfig want = MicroConfig();
+  want.n_kv_heads = want.n_heads;
+  const std::string good = HfConfigJson(want);
+  const Result<ModelConfig> back = ParseHfConfig(good, "good.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->dim, want.dim);
+  auto with = [&](const std::string& key, const std::string& value) {
+    std::string text = good;
+    const size_t at = text.find("\"" + key + "\": ");
+    EXPECT_NE(at, std::string::npos) << key;
+    const size_t from = at + key.size() + 4, to = text.find_first_of(",\n}", from);
+    return value.empty() ? text.erase(at, text.find('\n', at) + 1 - at)
+                         : text.replace(from, to - from, value);
+  };
+  for (const auto& [key, value, said] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"hidden_size", "1e300", "\"hidden_size\" is not an integer: 1e+300"},
+           {"num_hidden_layers", "2.5", "\"num_hidden_layers\" is not an integer: 2.5"},
+           {"vocab_size", "\"512\"", "\"vocab_size\" is not an integer"},
+           {"num_key_value_heads", "18446744073709551615",
+            "\"num_key_value_heads\" is not an integer"},
+           {"intermediate_size", "", "missing key \"intermediate_size\""}}) {
+    const Result<ModelConfig> c = ParseHfConfig(with(key, value), "bad.json");
+    ASSERT_FALSE(c.ok()) << key << " = " << value;
+    EXPECT_NE(c.status().message().find("bad.json: not a Llama config.json: " + said),
+              std::string::npos)
+        << c.status().ToString();
+  }
+  const Result<ModelConfig> mha = ParseHfConfig(with("num_key_value_heads", ""), "mha.json");
+  ASSERT_TRUE(mha.ok()) << mha.status().ToString();
+  EXPECT_EQ(mha->n_kv_heads, mha->n_heads);
+  EXPECT_FALSE(ParseHfConfig("[1, 2]", "list.json").ok());
 }
 
 TEST(ModelConfigTest, ValidateAndCounts) {

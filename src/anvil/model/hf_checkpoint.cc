@@ -4,7 +4,6 @@
 #include <fmt/core.h>
 
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "anvil/core/convert.h"
@@ -94,59 +93,6 @@ std::vector<HfTensor> ToHfTensors(const LlamaParams& params, std::span<const flo
     out.push_back(std::move(t));
   }
   return out;
-}
-
-std::string HfConfigJson(const ModelConfig& c, const HfTokenIds& token_ids) {
-  nlohmann::ordered_json j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
-  j["hidden_size"] = c.dim;
-  j["intermediate_size"] = c.ffn_dim;
-  j["num_attention_heads"] = c.n_heads;
-  j["num_key_value_heads"] = c.n_kv_heads;
-  j["num_hidden_layers"] = c.n_layers;
-  j["vocab_size"] = c.vocab_size;
-  j["rms_norm_eps"] = c.norm_eps;
-  j["rope_theta"] = c.rope_theta;
-  j["max_position_embeddings"] = c.max_seq_len;
-  j["tie_word_embeddings"] = c.tie_embeddings;
-  j["hidden_act"] = "silu";
-  j["initializer_range"] = c.init_std;
-  j["torch_dtype"] = "float32";
-  for (const auto& [key, id] : token_ids) j[key] = id;
-  return j.dump(2) + "\n";
-}
-
-Result<ModelConfig> ReadHfConfig(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  return ParseHfConfig(text, path);
-}
-
-Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path) {
-  ModelConfig c;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    auto get_int = [&](const char* key, int64_t& v) {
-      if (!j.contains(key)) throw std::runtime_error(fmt::format("missing key \"{}\"", key));
-      v = j.at(key).get<int64_t>();
-    };
-    get_int("hidden_size", c.dim);
-    get_int("intermediate_size", c.ffn_dim);
-    get_int("num_attention_heads", c.n_heads);
-    c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
-    get_int("num_hidden_layers", c.n_layers);
-    get_int("vocab_size", c.vocab_size);
-    c.norm_eps = j.value("rms_norm_eps", 1e-6);
-    c.rope_theta = j.value("rope_theta", 10000.0);
-    get_int("max_position_embeddings", c.max_seq_len);
-    c.tie_embeddings = j.value("tie_word_embeddings", false);
-    c.init_std = j.value("initializer_range", 0.02);
-  } catch (const std::exception& e) {
-    return InvalidArgument(fmt::format("{}: not a Llama config.json: {}", path, e.what()));
-  }
-  Status s = c.Validate();
-  if (!s.ok()) return s.WithContext(path);
-  return c;
 }
 
 Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params,

@@ -13,6 +13,7 @@
 
 #include "anvil/core/status.h"
 #include "anvil/model/config.h"
+#include "anvil/model/hf_config.h"
 #include "anvil/model/weights.h"
 
 namespace anvil::model {
@@ -27,18 +28,6 @@ struct HfTensor {
 // Any buffer of the params' layout (weights, grads, Adam moments) as HF
 // tensors, in HF's usual order (lm_head.weight omitted when tied).
 std::vector<HfTensor> ToHfTensors(const LlamaParams& params, std::span<const float> buffer);
-
-// Token ids config.json may name ("bos_token_id", ...): a tokenizer's, so a
-// Hugging Face generate() starts and stops as anvil does.
-using HfTokenIds = std::vector<std::pair<std::string, int64_t>>;
-
-// The config.json text: architectures ["LlamaForCausalLM"], hidden_size, ...,
-// then `token_ids`.
-std::string HfConfigJson(const ModelConfig& config, const HfTokenIds& token_ids = {});
-// Reads a config.json written by HfConfigJson (or by HF for a Llama).
-Result<ModelConfig> ReadHfConfig(const std::string& path);
-// The same from its text (`where` names it in errors).
-Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& where);
 
 // dir/model.safetensors (f32) and dir/config.json; dir is created if missing.
 Status SaveHfCheckpoint(const std::string& dir, const LlamaParams& params,
