@@ -5,6 +5,7 @@
 // overwritten.
 #include "anvil/train/trainer.h"
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -279,6 +280,41 @@ TEST_F(TrainerTest, ResumeKeepsTheFp8KeptFormat) {
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_FALSE((*old)->model().params().has_bf16());
   EXPECT_NE((*old)->resolved_config().find("fp8_high_precision = 'f32'"), std::string::npos);
+}
+
+// mxfp8's E8M0 scale rule is part of the recipe: NVIDIA's round-up
+// (train.fp8_mx_scale = "round_up") trains other weights than the MX spec's
+// rule from the same start, a run records the rule it ran, and a resume that
+// asks for the other is refused.
+TEST_F(TrainerTest, MxScaleRuleIsARecipeSetting) {
+  std::vector<std::vector<float>> weights;
+  for (const char* rule : {"ocp", "round_up"}) {
+    const std::string dir = run_ + "_" + rule;
+    auto t = Trainer::Create(
+        MicroConfig(data_dir_, "mxfp8",
+                    {"train.steps=2", fmt::format("train.fp8_mx_scale=\"{}\"", rule)}),
+        RunOptions{.run_dir = dir, .peak_gflops = 1});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE((*t)->Run({}).ok());
+    EXPECT_NE((*t)->resolved_config().find(fmt::format("fp8_mx_scale = '{}'", rule)),
+              std::string::npos);
+    const auto w = (*t)->model().params().weights();
+    weights.emplace_back(w.begin(), w.end());
+  }
+  ASSERT_EQ(weights[0].size(), weights[1].size());
+  EXPECT_NE(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)),
+            0);
+  auto other = Trainer::Create(
+      MicroConfig(data_dir_, "mxfp8", {"train.steps=3", "train.fp8_mx_scale=\"ocp\""}),
+      RunOptions{.run_dir = run_ + "_round_up", .resume = true, .peak_gflops = 1});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("train.fp8_mx_scale = 'round_up' (now: 'ocp')"),
+            std::string::npos)
+      << other.status().message();
+  auto bad = Trainer::Create(MicroConfig(data_dir_, "mxfp8", {"train.fp8_mx_scale=\"up\""}),
+                             RunOptions{.run_dir = run_ + "_bad", .peak_gflops = 1});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected \"ocp\" or \"round_up\""), std::string::npos);
 }
 
 // A time budget lowers train.steps after a few steps timed inside the warmup;

@@ -52,6 +52,9 @@ Result<model::ForwardOptions> Fp8SettingsOf(Config& run, model::ForwardOptions o
   o.fp8.amax_history = static_cast<int>(history);
   ASSIGN_OR_RETURN(o.fp8.amax_most_recent, choice("train.fp8_amax_reduction", "max", "most_recent",
                                                   o.fp8.amax_most_recent));
+  ASSIGN_OR_RETURN(const bool round_up, choice("train.fp8_mx_scale", "ocp", "round_up",
+                                               o.fp8.mx_rule == kernels::BlockScale::kMxRoundUp));
+  o.fp8.mx_rule = round_up ? kernels::BlockScale::kMxRoundUp : kernels::BlockScale::kMxOcp;
   return o;
 }
 

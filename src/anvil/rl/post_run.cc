@@ -129,6 +129,9 @@ void PostRun::RecordFp8Recipe() {
   config_.Resolve("train.fp8_amax_history", int64_t{o.fp8.amax_history});
   config_.Resolve("train.fp8_amax_reduction",
                   std::string(o.fp8.amax_most_recent ? "most_recent" : "max"));
+  config_.Resolve(
+      "train.fp8_mx_scale",
+      std::string(o.fp8.mx_rule == kernels::BlockScale::kMxRoundUp ? "round_up" : "ocp"));
 }
 
 // A resume continues the run as it ran: its precision and FP8 recipe are the
@@ -189,6 +192,12 @@ Status PostRun::CheckResumedRecipe() const {
       return refuse("fp8_amax_reduction", reduction(ran.fp8.amax_most_recent),
                     reduction(o.fp8.amax_most_recent));
     }
+  }
+  if (run_.precision == model::Precision::kMxfp8 && ran.fp8.mx_rule != o.fp8.mx_rule) {
+    const auto rule = [&quoted](kernels::BlockScale r) {
+      return quoted(r == kernels::BlockScale::kMxRoundUp ? "round_up" : "ocp");
+    };
+    return refuse("fp8_mx_scale", rule(ran.fp8.mx_rule), rule(o.fp8.mx_rule));
   }
   return Status::Ok();
 }

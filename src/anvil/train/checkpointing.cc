@@ -160,15 +160,17 @@ namespace {
 
 // Settings a resume keeps (besides those checked against trainer_state.json
 // below): each step's rows, and the FP8 recipe as it ran (its keys on an FP8
-// run, the amax ones on fp8-delayed, the recipe that keeps histories). A
-// --set over one of them would go on as another run, not this one continued.
+// run, the amax ones on fp8-delayed, the recipe that keeps histories, the
+// scale rule on mxfp8). A --set over one of them would go on as another run,
+// not this one continued.
 bool KeptOnResume(const std::string& key, model::Precision precision) {
   const bool fp8 = model::IsFp8(precision);
   const bool delayed = precision == model::Precision::kFp8Delayed;
   return key == "train.seq_len" ||
          (fp8 && (key == "train.fp8_decode" || key == "train.fp8_high_precision_layers" ||
                   key == "train.fp8_grad_format")) ||
-         (delayed && (key == "train.fp8_amax_history" || key == "train.fp8_amax_reduction"));
+         (delayed && (key == "train.fp8_amax_history" || key == "train.fp8_amax_reduction")) ||
+         (precision == model::Precision::kMxfp8 && key == "train.fp8_mx_scale");
 }
 
 }  // namespace

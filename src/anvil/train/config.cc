@@ -96,6 +96,12 @@ Result<TrainConfig> TrainConfig::FromConfig(Config& config) {
         "key train.fp8_amax_reduction = \"{}\": expected \"max\" or \"most_recent\"", reduction));
   }
   c.fp8_amax_most_recent = reduction == "most_recent";
+  ASSIGN_OR_RETURN(const std::string mx_scale, config.GetString("train.fp8_mx_scale", "ocp"));
+  if (mx_scale != "ocp" && mx_scale != "round_up") {
+    return InvalidArgument(
+        fmt::format("key train.fp8_mx_scale = \"{}\": expected \"ocp\" or \"round_up\"", mx_scale));
+  }
+  c.fp8_mx_round_up = mx_scale == "round_up";
   RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -55,6 +55,9 @@ struct TrainConfig {
   // train.fp8_amax_reduction "max" or "most_recent" (fp8_delayed_scaling.h).
   int64_t fp8_amax_history = 16;
   bool fp8_amax_most_recent = false;
+  // mxfp8: train.fp8_mx_scale, the E8M0 block scale rule, "ocp" (the MX
+  // spec's floor, quant.h kMxOcp) or "round_up" (NVIDIA's, kMxRoundUp).
+  bool fp8_mx_round_up = false;
   // train.on_nonfinite: what a step whose gradient holds an infinity or a NaN
   // does: "skip" (the optimizer step is skipped, the run goes on) or "stop"
   // (the run ends with an error). Either way the tensor is named.

@@ -223,6 +223,8 @@ Status Trainer::Build() {
       .max_seq_len = train_.seq_len,
       .buffers = buffers,
       .fp8 = {.grad = train_.fp8_grad_format,
+              .mx_rule = train_.fp8_mx_round_up ? kernels::BlockScale::kMxRoundUp
+                                                : kernels::BlockScale::kMxOcp,
               .decode = train_.fp8_decode,
               .amax_history = static_cast<int>(train_.fp8_amax_history),
               .amax_most_recent = train_.fp8_amax_most_recent,
