@@ -59,6 +59,15 @@ constexpr int64_t kGroup = 16;
 constexpr int64_t kStreamingBytes = int64_t{8} << 20;
 // Floats of f32 partials per buffer (block sum and running sum): 2 x 12 KiB.
 constexpr int64_t kPartialFloats = 3072;
+// A bf16 B from DRAM at 7-8 rows of A (one 32-column strip): panels twice
+// as wide (the block sums the groups come back to, 24 KiB, half of Zen 5's
+// L1), so each B row is read in runs of 1536 bytes at 8 rows, as f32 reads
+// its, instead of 768. On 2 threads, paired medians of 5-6 alternating runs
+// (Zen 5, whose DRAM bandwidth moves 2x from minute to minute): 8 x 32768 x
+// 4096 1.07-1.40x in four series, 7 x 32768 x 4096 1.20x, 8 x 4096 and 14336
+// x 4096 0.96-1.11x; fewer rows, whose runs are 1-6 KiB already, gained
+// nothing sure (1-6 rows 0.98-1.06x).
+constexpr int64_t kDramBf16PartialFloats = 2 * kPartialFloats;
 
 // ---- f32 ----------------------------------------------------------------------
 
@@ -284,12 +293,14 @@ void PanelBf16(const Problem& p, int64_t j0, int64_t w, float* acc, float* run) 
 }
 
 // Register strips keep M x strip accumulators within 24 of the 32 zmm; the
-// panel is as wide as kPartialFloats allows for M rows.
+// panel is as wide as kPartialFloats (bf16 from DRAM at 7-8 rows:
+// kDramBf16PartialFloats) allows for M rows.
 template <int M, bool kTransA, bool kPrefetch>
 void Rows(const Problem& p, const Region& r, float* acc, float* run) {
   if (p.bf16_in) {
     constexpr int kNc = M <= 3 ? 4 : M == 4 ? 3 : M <= 6 ? 2 : 1;
-    constexpr int64_t kWidth = kPartialFloats / M / (32 * kNc) * (32 * kNc);
+    constexpr int64_t kFloats = kPrefetch && kNc == 1 ? kDramBf16PartialFloats : kPartialFloats;
+    constexpr int64_t kWidth = kFloats / M / (32 * kNc) * (32 * kNc);
     for (int64_t j = r.n0; j < r.n1; j += kWidth) {
       PanelBf16<M, kNc, kTransA, kPrefetch>(p, j, Min(kWidth, r.n1 - j), acc, run);
     }
@@ -324,7 +335,7 @@ void DecodeRegion(const Problem& p, const Region& r, std::byte* scratch) {
     return;
   }
   float* acc = reinterpret_cast<float*>(scratch);
-  float* run = acc + kPartialFloats;
+  float* run = acc + kDramBf16PartialFloats;
   switch (p.m) {
     case 1: return Rows<1>(p, r, acc, run);
     case 2: return Rows<2>(p, r, acc, run);
