@@ -14,6 +14,7 @@
 #include "anvil/io/safetensors.h"
 #include "anvil/kernels/attention.h"
 #include "anvil/kernels/ctx.h"
+#include "anvil/kernels/gemm.h"
 #include "anvil/model/decode.h"
 #include "anvil/model/hf_checkpoint.h"
 #include "anvil/model/inference_model.h"
@@ -414,6 +415,20 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
                 std::sqrt(diff / ref));
     ExpectDecodeReproduces(dec, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full,
                            WeightQuantName(quant));
+    // The f32 head it packed once gives the bits of the model's own GEMM,
+    // and again after Requantize (an RL step changed the weights).
+    const float* head = model.forward_weights().Head<float>().lm_head;
+    std::vector<float> xn(5 * cfg.dim);
+    for (size_t i = 0; i < xn.size(); ++i) xn[i] = std::sin(0.37f * static_cast<float>(i));
+    std::vector<float> own(5 * v), packed(5 * v);
+    kernels::Gemm(ctx, {.m = 5, .n = v, .k = cfg.dim, .trans_b = kernels::Trans::kT}, xn.data(),
+                  head, own.data());
+    IntLinear again(model.forward_weights(), quant, kT, ctx);
+    for (int round = 0; round < 2; ++round) {
+      ASSERT_TRUE(again.HeadLogits(ctx, 5, cfg.dim, v, xn.data(), head, packed.data()));
+      EXPECT_TRUE(SameBits(own, packed)) << WeightQuantName(quant) << " round " << round;
+      again.Requantize(model.forward_weights(), ctx);
+    }
   }
 }
 

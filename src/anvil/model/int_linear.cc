@@ -45,6 +45,13 @@ void IntLinear::Requantize(const ForwardWeights& model, const kernels::KernelCtx
   model.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
     weights_.emplace(w, kernels::QuantizeWeightsInt(ctx, in, out, w, 0, bits_));
   });
+  if (head_.original() != nullptr) {
+    head_.Repack(ctx);
+    return;
+  }
+  const kernels::GemmArgs head{
+      .n = model.config.vocab_size, .k = model.config.dim, .trans_b = kernels::Trans::kT};
+  head_ = kernels::PackedB(ctx, head, model.Head<float>().lm_head);
 }
 
 int64_t IntLinear::weight_bytes() const {
@@ -63,6 +70,14 @@ void IntLinear::Forward(const kernels::KernelCtx& ctx, int64_t n, int64_t in, in
       << q.k() << ", " << q.n() << "] for up to " << max_rows_ << " rows";
   const kernels::IntRows a = kernels::QuantizeRowsInt8(ctx, n, in, x, 0, rows_.data(), &q);
   kernels::GemmInt(ctx, a, q, y, 0, accumulate);
+}
+
+bool IntLinear::HeadLogits(const kernels::KernelCtx& ctx, int64_t n, int64_t dim, int64_t vocab,
+                           const float* xn, const float* lm_head, float* logits) const {
+  CHECK(lm_head == head_.original()) << "IntLinear: another model's LM head";
+  kernels::Gemm(ctx, {.m = n, .n = vocab, .k = dim, .trans_b = kernels::Trans::kT}, xn, head_,
+                logits);
+  return true;
 }
 
 void IntLinear::BackwardData(const kernels::KernelCtx&, int64_t, int64_t, int64_t, const float*,

@@ -3,8 +3,10 @@
 // quantized once (W8A8: int8 per output channel; W4A8: int4 per group of 128
 // along K), activations quantized per token row at each call, multiplied by
 // kernels::GemmInt (gemm_int.h). The embedding, norms, attention, the KV
-// cache and the LM head stay f32. Forward only; one call at a time (the
-// activations' codes go to one buffer).
+// cache and the LM head stay f32, the head packed once (as PackedLinear packs
+// it: the same bits as the model's own GEMM, which packed it again for every
+// token). Forward only; one call at a time (the activations' codes go to one
+// buffer).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include "anvil/core/aligned_buffer.h"
 #include "anvil/core/status.h"
+#include "anvil/kernels/gemm.h"
 #include "anvil/kernels/gemm_int.h"
 #include "anvil/model/low_precision_linear.h"
 
@@ -32,11 +35,11 @@ class IntLinear : public LowPrecisionLinear {
   IntLinear(const ForwardWeights& model, WeightQuant quant, int64_t max_rows,
             const kernels::KernelCtx& ctx);
 
-  // Quantizes the model's current weights again (they changed: an RL
-  // rollout after a training step).
+  // Quantizes the model's current weights again, and packs its head again
+  // (they changed: an RL rollout after a training step).
   void Requantize(const ForwardWeights& model, const kernels::KernelCtx& ctx);
 
-  // Bytes of the quantized weights (codes and scales).
+  // Bytes of the quantized weights (codes and scales; not the packed head).
   int64_t weight_bytes() const;
 
   // y (+)= x · w for one of the model's layer weights `w` (looked up by address).
@@ -47,9 +50,12 @@ class IntLinear : public LowPrecisionLinear {
                     const float* dy, const float* w, float* dx) const override;
   void BackwardWeight(const kernels::KernelCtx& ctx, int64_t n, int64_t in, int64_t out,
                       const float* x, const float* dy, float* dw) const override;
+  bool HeadLogits(const kernels::KernelCtx& ctx, int64_t n, int64_t dim, int64_t vocab,
+                  const float* xn, const float* lm_head, float* logits) const override;
 
  private:
   kernels::IntBits bits_;
+  kernels::PackedB head_;
   std::unordered_map<const float*, kernels::IntWeights> weights_;
   int64_t max_rows_;
   mutable AlignedBuffer rows_;  // the activations' codes of one call
