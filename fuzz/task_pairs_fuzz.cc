@@ -1,7 +1,8 @@
 // libFuzzer target: a `task.name = "pairs"` data file, JSON lines of
 // {"prompt": ..., "response": ...} (ReadProblemPairs, which reads a path: the
-// input goes through a file in the fuzzer's temporary folder). Pairs it
-// accepts have a prompt and an answer, and one is held out.
+// input goes through one file in $TMPDIR, which scripts/run_fuzz.sh points at
+// its temporary folder, removed at exit). Pairs it accepts have a prompt and
+// an answer, and one is held out.
 #include <unistd.h>
 
 #include <cstddef>
@@ -20,6 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return std::string(dir != nullptr ? dir : "/tmp") + "/anvil-pairs-fuzz." +
            std::to_string(getpid()) + ".jsonl";
   }();
+  // Registered after `path` is built, so it runs before path's destructor.
+  [[maybe_unused]] static const bool removed_at_exit =
+      std::atexit([] { std::remove(path.c_str()); }) == 0;
   FILE* f = std::fopen(path.c_str(), "wb");
   CHECK(f != nullptr) << path;
   CHECK_EQ(std::fwrite(data, 1, size, f), size);

@@ -51,7 +51,7 @@ for t in "${targets[@]}"; do
   start=$(date +%s)
   rc=0
   # The first folder receives new inputs; the seeds are only read.
-  build/fuzz/bin/${t}_fuzz -runs="$runs" -timeout=25 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+  TMPDIR=$work build/fuzz/bin/${t}_fuzz -runs="$runs" -timeout=25 -rss_limit_mb=2048 -malloc_limit_mb=512 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "$work/$t" "fuzz/corpus/$t" \
     >"$log" 2>&1 || rc=$?
   secs=$(($(date +%s) - start))

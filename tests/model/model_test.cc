@@ -416,19 +416,26 @@ TEST(ModelTest, QuantizedDecoderIsBatchInvariantAndCloseToF32) {
     ExpectDecodeReproduces(dec, ctx, tb.tokens, kSeqs, kT, kPrompt, v, full,
                            WeightQuantName(quant));
     // The f32 head it packed once gives the bits of the model's own GEMM,
-    // and again after Requantize (an RL step changed the weights).
+    // and again after the weights change (an RL step) and Requantize (the
+    // weights negated, exactly, and restored after).
     const float* head = model.forward_weights().Head<float>().lm_head;
     std::vector<float> xn(5 * cfg.dim);
     for (size_t i = 0; i < xn.size(); ++i) xn[i] = std::sin(0.37f * static_cast<float>(i));
-    std::vector<float> own(5 * v), packed(5 * v);
-    kernels::Gemm(ctx, {.m = 5, .n = v, .k = cfg.dim, .trans_b = kernels::Trans::kT}, xn.data(),
-                  head, own.data());
+    std::vector<float> own(5 * v), packed(5 * v), first;
     IntLinear again(model.forward_weights(), quant, kT, ctx);
     for (int round = 0; round < 2; ++round) {
+      if (round == 1) {
+        for (float& w : model.params().weights()) w = -w;
+        again.Requantize(model.forward_weights(), ctx);
+      }
+      kernels::Gemm(ctx, {.m = 5, .n = v, .k = cfg.dim, .trans_b = kernels::Trans::kT}, xn.data(),
+                    head, own.data());
       ASSERT_TRUE(again.HeadLogits(ctx, 5, cfg.dim, v, xn.data(), head, packed.data()));
       EXPECT_TRUE(SameBits(own, packed)) << WeightQuantName(quant) << " round " << round;
-      again.Requantize(model.forward_weights(), ctx);
+      if (round == 0) first = own;
     }
+    EXPECT_FALSE(SameBits(first, own));  // the head did change
+    for (float& w : model.params().weights()) w = -w;
   }
 }
 
@@ -826,7 +833,10 @@ TEST(ModelConfigTest, HfConfigTakesIntegersOnly) {
   auto with = [&](const std::string& key, const std::string& value) {
     std::string text = good;
     const size_t at = text.find("\"" + key + "\": ");
-    EXPECT_NE(at, std::string::npos) << key;
+    if (at == std::string::npos) {
+      ADD_FAILURE() << key << " is not in " << text;
+      return text;
+    }
     const size_t from = at + key.size() + 4, to = text.find_first_of(",\n}", from);
     return value.empty() ? text.erase(at, text.find('\n', at) + 1 - at)
                          : text.replace(from, to - from, value);
@@ -838,7 +848,10 @@ TEST(ModelConfigTest, HfConfigTakesIntegersOnly) {
            {"vocab_size", "\"512\"", "\"vocab_size\" is not an integer"},
            {"num_key_value_heads", "18446744073709551615",
             "\"num_key_value_heads\" is not an integer"},
-           {"intermediate_size", "", "missing key \"intermediate_size\""}}) {
+           {"intermediate_size", "", "missing key \"intermediate_size\""},
+           {"hidden_size", "[[1]]", "\"hidden_size\" is not an integer: array"},
+           {"hidden_size", std::string(100, '[') + std::string(100, ']'),
+            "JSON nested deeper than 64 levels"}}) {
     const Result<ModelConfig> c = ParseHfConfig(with(key, value), "bad.json");
     ASSERT_FALSE(c.ok()) << key << " = " << value;
     EXPECT_NE(c.status().message().find("bad.json: not a Llama config.json: " + said),

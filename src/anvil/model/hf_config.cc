@@ -37,10 +37,25 @@ Result<ModelConfig> ReadHfConfig(const std::string& path) {
   return ParseHfConfig(text, path);
 }
 
+namespace {
+
+// A config.json is flat; deeper nesting is refused while parsing, before
+// anything recursive (an error message's dump()) walks it.
+constexpr int kMaxJsonDepth = 64;
+
+}  // namespace
+
 Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& path) {
   ModelConfig c;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json j =
+        nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+          if (depth > kMaxJsonDepth) {
+            throw std::runtime_error(
+                fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
+          }
+          return true;
+        });
     if (!j.is_object()) throw std::runtime_error("not a JSON object");
     // An integer key, read only as one: nlohmann's get<int64_t>() of 1e300
     // would convert out of range (undefined behaviour), and of 2.5 truncate.
@@ -52,8 +67,10 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& pa
       const nlohmann::json& x = j.at(key);
       const bool fits = x.is_number_integer() &&
                         (!x.is_number_unsigned() || x.get<uint64_t>() <= uint64_t{INT64_MAX});
-      if (!fits)
-        throw std::runtime_error(fmt::format("\"{}\" is not an integer: {}", key, x.dump()));
+      if (!fits) {
+        throw std::runtime_error(fmt::format("\"{}\" is not an integer: {}", key,
+                                             x.is_structured() ? x.type_name() : x.dump()));
+      }
       v = x.get<int64_t>();
     };
     get_int("hidden_size", c.dim);

@@ -33,6 +33,7 @@ IntLinear::IntLinear(const ForwardWeights& model, WeightQuant quant, int64_t max
   CHECK(model.precision == Precision::kF32)
       << "integer inference quantizes an f32 model's weights, not "
       << PrecisionName(model.precision);
+  CHECK(model.whole()) << "IntLinear runs a whole model (it packs the LM head)";
   bits_ = quant == WeightQuant::kW8A8 ? kernels::IntBits::kInt8 : kernels::IntBits::kInt4;
   Requantize(model, ctx);
   const BlockShape& s = model.shape;
@@ -45,13 +46,14 @@ void IntLinear::Requantize(const ForwardWeights& model, const kernels::KernelCtx
   model.ForEachLinear([&](const float* w, int64_t in, int64_t out) {
     weights_.emplace(w, kernels::QuantizeWeightsInt(ctx, in, out, w, 0, bits_));
   });
-  if (head_.original() != nullptr) {
+  const float* lm_head = model.Head<float>().lm_head;
+  if (head_.original() == lm_head) {
     head_.Repack(ctx);
     return;
   }
   const kernels::GemmArgs head{
       .n = model.config.vocab_size, .k = model.config.dim, .trans_b = kernels::Trans::kT};
-  head_ = kernels::PackedB(ctx, head, model.Head<float>().lm_head);
+  head_ = kernels::PackedB(ctx, head, lm_head);
 }
 
 int64_t IntLinear::weight_bytes() const {

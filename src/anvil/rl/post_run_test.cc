@@ -830,6 +830,24 @@ TEST(PostRunTest, Fp8RecipeTravelsWithTheRunAndItsCheckpoints) {
   ASSERT_TRUE(fp8_rl(dir / "rl_f32_decode", "train.fp8_decode=f32").ok());
   EXPECT_EQ(recipe_of(dir / "rl_f32_decode/step_2/config.toml"), "f32 bf16 1 e5m2");
   EXPECT_FALSE(fp8_rl(dir / "rl_bad", "train.fp8_decode=bf17").ok());
+
+  // mxfp8's scale rule is recorded with the recipe, and a resume that asks
+  // for the other rule is refused.
+  Config mx = SftConfig();
+  for (const char* s : {"sft.precision=mxfp8", "train.fp8_mx_scale=round_up", "sft.steps=4"}) {
+    ASSERT_TRUE(mx.Set(s).ok()) << s;
+  }
+  done = 0;
+  SftHooks mx_halfway{.run = {.stop_requested = StopAfter(done, 2)},
+                      .on_step = [&](const train::StepMetrics&) { ++done; }};
+  ASSERT_TRUE(RunSft(mx, {.run_dir = dir / "mx"}, mx_halfway).ok());
+  auto mx_config = Config::FromFile(dir / "mx/config.toml");
+  ASSERT_TRUE(mx_config.ok());
+  EXPECT_EQ(*mx_config->GetString("train.fp8_mx_scale", "?"), "round_up");
+  ASSERT_TRUE(mx_config->Set("train.fp8_mx_scale=ocp").ok());
+  const auto mx_refused = RunSft(*mx_config, {.run_dir = dir / "mx", .resume = true}, {});
+  ASSERT_FALSE(mx_refused.ok());
+  EXPECT_TRUE(Refuses(mx_refused.status(), "train.fp8_mx_scale")) << mx_refused.status().ToString();
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ constexpr int64_t kStreamingBytes = int64_t{8} << 20;
 constexpr int64_t kPartialFloats = 3072;
 // A bf16 B from DRAM at 7-8 rows of A (one 32-column strip): panels twice
 // as wide (the block sums the groups come back to, 24 KiB, half of Zen 5's
-// L1), so each B row is read in runs of 1536 bytes at 8 rows, as f32 reads
+// 48 KiB L1; the running sums, as large, are touched once a K block), so
+// each B row is read in runs of 1536 bytes at 8 rows, as f32 reads
 // its, instead of 768. On 2 threads, paired medians of 5-6 alternating runs
 // (Zen 5, whose DRAM bandwidth moves 2x from minute to minute): 8 x 32768 x
 // 4096 1.07-1.40x in four series, 7 x 32768 x 4096 1.20x, 8 x 4096 and 14336
