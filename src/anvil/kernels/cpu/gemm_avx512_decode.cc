@@ -67,7 +67,7 @@ constexpr int64_t kPartialFloats = 3072;
 // (Zen 5, whose DRAM bandwidth moves 2x from minute to minute): 8 x 32768 x
 // 4096 1.07-1.40x in four series, 7 x 32768 x 4096 1.20x, 8 x 4096 and 14336
 // x 4096 0.96-1.11x; fewer rows, whose runs are 1-6 KiB already, gained
-// nothing sure (1-6 rows 0.98-1.06x).
+// nothing sure (1-6 rows 0.92-1.06x).
 constexpr int64_t kDramBf16PartialFloats = 2 * kPartialFloats;
 
 // ---- f32 ----------------------------------------------------------------------
